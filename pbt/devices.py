@@ -1,0 +1,37 @@
+"""Device and thread defaults for a worker."""
+import os
+from typing import Optional
+
+
+def resolve_device(value: str) -> str:
+    """``auto`` -> ``cuda:0`` when CUDA is available, else ``cpu``; anything else unchanged."""
+    if str(value).lower() != "auto":
+        return str(value)
+    import torch
+
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity: Slurm and taskset restrict it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_torch_threads(requested: int, workers_sharing_machine: int = 1, env: Optional[dict] = None) -> int:
+    """Threads for torch's intra-op pool.
+
+    ``requested`` > 0 wins. Otherwise OMP_NUM_THREADS if set, else the available cores divided among
+    the workers sharing this machine, capped at 4 (measured: more threads than cores per worker makes
+    every worker crawl; one thread per worker is near the best on small MLPs, so half the cores are
+    left for env stepping and the other processes).
+    """
+    if requested > 0:
+        return int(requested)
+    env = os.environ if env is None else env
+    omp = env.get("OMP_NUM_THREADS", "")
+    if omp.isdigit() and int(omp) > 0:
+        return int(omp)
+    return max(1, min(4, available_cores() // (2 * max(1, workers_sharing_machine))))

@@ -1,0 +1,113 @@
+"""The PBT objective of a member, gathered from the env's infos each step (no torch import).
+
+``objective`` is a dotted key into the infos dict (``true_objective``, ``episode.success``...):
+
+* a per-env vector: the entries of envs that just finished an episode are that episode's objective
+  (IsaacGymEnvs' ``true_objective`` convention). The objective is the mean over envs of each env's
+  last finished episode, known once every env finished one episode (DexPBT's rule);
+* a scalar: a population statistic the env computed itself; its latest value is the objective.
+
+When the env never reports the key, the objective falls back to the mean episode reward over the
+last ``games_to_track`` episodes (rl_games' ``game_rewards``).
+
+Either way the objective stays unknown until every env has finished TWO episodes: tasks start their
+first episode at a random step (desynchronised resets), so first episodes are partial and their
+returns would flatter (or ruin) a member's standing. Once every env finished its second episode,
+the last ``num_envs`` finished episodes are all complete ones.
+"""
+import math
+from collections import deque
+from typing import Any, Deque, List, Mapping, Optional, Sequence
+
+#: How many recent per-episode objectives a member keeps for its record.
+EPISODE_HISTORY = 256
+
+
+def lookup(infos: Any, dotted_key: str) -> Any:
+    """``infos['a']['b']`` for ``'a.b'``; a key that itself contains dots is tried whole first."""
+    if not isinstance(infos, Mapping):
+        return None
+    if dotted_key in infos:
+        return infos[dotted_key]
+    head, sep, rest = dotted_key.partition(".")
+    if sep and head in infos:
+        return lookup(infos[head], rest)
+    return None
+
+
+def _as_list(value: Any) -> Optional[List[float]]:
+    if hasattr(value, "detach"):  # a torch tensor
+        value = value.detach().float().cpu().reshape(-1).tolist()
+    elif hasattr(value, "tolist"):  # numpy
+        value = value.reshape(-1).tolist() if hasattr(value, "reshape") else value.tolist()
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if isinstance(value, (list, tuple)):
+        return [float(v) for v in value]
+    return None
+
+
+class ObjectiveTracker:
+    """Tracks one member's objective from the infos of every step."""
+
+    def __init__(self, key: str, num_envs: int) -> None:
+        self.key = key
+        self.num_envs = num_envs
+        self.last_per_env: List[float] = [math.nan] * num_envs
+        self.finished = [False] * num_envs
+        self.num_finished = 0
+        self.scalar: Optional[float] = None
+        self.seen = False
+        self.recent: Deque[float] = deque(maxlen=EPISODE_HISTORY)
+        self.seen_keys: List[str] = []
+        self.episodes = [0] * num_envs
+        self.envs_done_twice = 0
+
+    @property
+    def ready(self) -> bool:
+        """True once every env finished two episodes (see the module docstring)."""
+        return self.envs_done_twice >= self.num_envs
+
+    def update(self, infos: Any, done_indices: Sequence[int]) -> None:
+        """Feed one step's infos and the indices of the envs whose episode just ended."""
+        for i in done_indices:
+            if 0 <= i < self.num_envs:
+                self.episodes[i] += 1
+                if self.episodes[i] == 2:
+                    self.envs_done_twice += 1
+        value = lookup(infos, self.key)
+        if value is None:
+            if not self.seen_keys and isinstance(infos, Mapping):
+                self.seen_keys = sorted(str(k) for k in infos)
+            return
+        values = _as_list(value)
+        if values is None:
+            return
+        self.seen = True
+        if len(values) == 1 and self.num_envs != 1:
+            self.scalar = values[0]
+            self.recent.append(values[0])
+            return
+        for i in done_indices:
+            if 0 <= i < len(values):
+                v = values[i]
+                self.last_per_env[i] = v
+                self.recent.append(v)
+                if not self.finished[i]:
+                    self.finished[i] = True
+                    self.num_finished += 1
+
+    @property
+    def value(self) -> Optional[float]:
+        """The env-reported objective, or None while unknown (not every env finished two episodes)."""
+        if not self.ready:
+            return None
+        if self.scalar is not None:
+            return self.scalar
+        if self.num_finished < self.num_envs:
+            return None
+        return sum(self.last_per_env) / self.num_envs
+
+    def reset(self) -> None:
+        """Forget everything (after the member's weights were replaced)."""
+        self.__init__(self.key, self.num_envs)  # type: ignore[misc]

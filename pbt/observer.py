@@ -1,0 +1,126 @@
+"""The rl_games observer of a worker: restores its checkpoint safely, gathers its objective, and
+(with PBT on) runs a PBT iteration every ``pbt.interval_steps`` frames, right after the epoch's
+rollout (``after_steps``), so a decision acts in the epoch it is made."""
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import torch
+from rl_games.common.algo_observer import AlgoObserver
+
+from pbt.checkpoint import load_state_file
+from pbt.objective import ObjectiveTracker
+from pbt.selection import KEEP
+
+log = logging.getLogger(__name__)
+
+
+class WorkerObserver(AlgoObserver):
+    """Glue between rl_games' training loop and the project's modules."""
+
+    def __init__(self, cfg: Dict[str, Any]) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.algo: Any = None
+        self.tracker: Optional[ObjectiveTracker] = None
+        self.objective_key = str(cfg.get("pbt", {}).get("objective", "true_objective"))
+        self.member: Any = None
+
+    def prepare(self) -> Dict[str, Any]:
+        """Start-up work that may change the config before the task and agent are built."""
+        if self.cfg.get("pbt", {}).get("enabled"):
+            from pbt.member import PbtMember
+
+            run_dir = Path(self.cfg["train_dir"]) / self.cfg["train"]["params"]["config"]["full_experiment_name"]
+            self.member = PbtMember(self.cfg, run_dir, sys.argv[1:])
+            self.cfg = self.member.startup()
+        return self.cfg
+
+    # -- rl_games hooks ---------------------------------------------------------------------------
+    def after_init(self, algo: Any) -> None:
+        self.algo = algo
+        self.tracker = ObjectiveTracker(self.objective_key, int(algo.num_actors))
+        checkpoint = str(self.cfg.get("checkpoint") or "")
+        if checkpoint:
+            self.restore(load_state_file(checkpoint), checkpoint)
+        elif self.member is not None and self.member.resume_record is not None:
+            record = self.member.resume_record
+            self.restore(self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}")
+        if self.member is not None:
+            self.member.started(int(algo.frame))
+
+    def restore(self, state: Dict[str, Any], source: str) -> None:
+        """Load weights, optimizer, normalizers and frame count; then the configured learning rate
+        (rl_games resets the optimizer's lr from ``last_lr`` after every minibatch)."""
+        self.algo.set_full_state_weights(state, set_epoch=True)
+        lr = float(self.cfg["train"]["params"]["config"]["learning_rate"])
+        self.algo.last_lr = lr
+        self.algo.update_lr(lr)
+        log.info("restored %s (frame %d, epoch %d, lr %.3g)", source, self.algo.frame, self.algo.epoch_num, lr)
+
+    def process_infos(self, infos: Any, done_indices: torch.Tensor) -> None:
+        if self.tracker is not None:
+            self.tracker.update(infos, done_indices.reshape(-1).tolist())
+
+    def after_steps(self) -> None:
+        if self.member is None:
+            return
+        frame = int(self.algo.frame)
+        objective = self.objective()
+        self.member.observe(objective)
+        if self.member.due(frame):
+            self.pbt_iteration(frame, objective)
+
+    def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
+        objective = self.objective()
+        if objective is not None and self.algo.writer is not None:
+            self.algo.writer.add_scalar("pbt/objective", objective, frame)
+
+    # -- PBT ----------------------------------------------------------------------------------------
+    def pbt_iteration(self, frame: int, objective: Optional[float]) -> None:
+        member = self.member
+        recent = list(self.tracker.recent) if self.tracker is not None and self.tracker.seen else []
+        decision = member.iterate(frame, objective, self.algo.get_full_state_weights(), recent)
+        plan = member.plan_restart(decision, frame, int(self.algo.epoch_num))
+        action = decision.action if plan is not None or decision.action == KEEP else KEEP
+        reason = decision.reason if action == decision.action else decision.reason + "; restart failed, kept weights"
+        after = decision.params_after if action != KEEP else decision.params_before
+        member.append_lineage(action, decision.donor if action != KEEP else None, reason, decision.params_before,
+                              after, frame=frame, iteration=member.last_iteration, objective=objective)
+        log.info("PBT policy %d iteration %d: %s (%s)", member.pbt.policy_idx, member.last_iteration, action, reason)
+        if plan is None:
+            return
+        from pbt.restart import exec_restart
+
+        exec_restart(plan.argv, before_exec=[self.flush_writer])
+
+    def flush_writer(self) -> None:
+        writer = getattr(self.algo, "writer", None)
+        if writer is not None:
+            writer.flush()
+            writer.close()
+
+    # -- results ----------------------------------------------------------------------------------
+    def mean_reward(self) -> float:
+        meter = self.algo.game_rewards
+        if meter.current_size == 0:
+            return math.nan
+        return float(meter.get_mean()[0])
+
+    def objective(self) -> Optional[float]:
+        """The objective: the env's key when it reports one, else the mean episode reward."""
+        if self.tracker is None or not self.tracker.ready:
+            return None
+        if self.tracker.seen:
+            return self.tracker.value
+        reward = self.mean_reward()
+        return None if math.isnan(reward) else reward
+
+    def summary(self, wall_time: float) -> "Any":
+        from pbt.worker import RunSummary
+
+        objective = self.tracker.value if self.tracker is not None and self.tracker.seen else None
+        return RunSummary(frames=int(self.algo.frame), wall_time=wall_time, mean_reward=self.mean_reward(),
+                          objective=objective)

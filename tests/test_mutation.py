@@ -1,0 +1,277 @@
+"""Tests of pbt.mutation: the mutation functions, the registry, mutate() and scheme validation."""
+import math
+import random
+from typing import Any, Dict, List, Tuple
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pbt.config import DEFAULT_MUTATION
+from pbt.errors import ConfigError
+from pbt.mutation import (
+    MUTATION_FUNCS,
+    current_params,
+    get_mutation_func,
+    mutate,
+    mutate_discount,
+    mutate_eps_clip,
+    mutate_float,
+    mutate_float_min_1,
+    mutate_mini_epochs,
+    validate_scheme,
+)
+
+SETTINGS = settings(max_examples=60, deadline=None)
+seeds = st.integers(min_value=0, max_value=2**32 - 1)
+ranges = st.tuples(st.floats(1.0, 3.0), st.floats(0.0, 2.0)).map(lambda t: (t[0], t[0] + t[1]))
+
+
+class ScriptedRng(random.Random):
+    """A Random whose uniform()/random() return scripted values and record their arguments."""
+
+    def __init__(self, uniform: float = 1.3, coins: Tuple[float, ...] = (0.2,)) -> None:
+        super().__init__(0)
+        self._uniform = uniform
+        self._coins = list(coins)
+        self.uniform_calls: List[Tuple[float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        self.uniform_calls.append((a, b))
+        return self._uniform
+
+    def random(self) -> float:
+        return self._coins.pop(0)
+
+
+def test_registry_names() -> None:
+    assert sorted(MUTATION_FUNCS) == [
+        "mutate_discount", "mutate_eps_clip", "mutate_float", "mutate_float_min_1", "mutate_mini_epochs",
+    ]
+    assert get_mutation_func("mutate_float") is mutate_float
+
+
+def test_mutate_float_divides_or_multiplies() -> None:
+    rng = ScriptedRng(uniform=1.25, coins=(0.2,))
+    assert mutate_float(2.0, rng, 1.1, 1.5) == pytest.approx(2.0 / 1.25)
+    assert rng.uniform_calls == [(1.1, 1.5)]
+    assert mutate_float(2.0, ScriptedRng(uniform=1.25, coins=(0.7,)), 1.1, 1.5) == pytest.approx(2.5)
+    assert mutate_float("1e-4", ScriptedRng(uniform=2.0, coins=(0.9,)), 1.1, 2.5) == pytest.approx(2e-4)
+
+
+def test_mutate_float_min_1() -> None:
+    assert mutate_float_min_1(1.2, ScriptedRng(uniform=1.5, coins=(0.1,)), 1.1, 1.5) == 1.0
+    assert mutate_float_min_1(2.0, ScriptedRng(uniform=1.5, coins=(0.9,)), 1.1, 1.5) == pytest.approx(3.0)
+
+
+def test_mutate_eps_clip_clamps() -> None:
+    assert mutate_eps_clip(0.25, ScriptedRng(uniform=1.5, coins=(0.9,)), 1.1, 1.5) == 0.3
+    assert mutate_eps_clip(0.012, ScriptedRng(uniform=1.5, coins=(0.1,)), 1.1, 1.5) == 0.01
+    assert mutate_eps_clip(0.2, ScriptedRng(uniform=1.25, coins=(0.1,)), 1.1, 1.5) == pytest.approx(0.16)
+
+
+def test_mutate_mini_epochs_steps_and_clamps() -> None:
+    assert mutate_mini_epochs(4, ScriptedRng(coins=(0.1,)), 1.1, 1.5) == 5
+    assert mutate_mini_epochs(4, ScriptedRng(coins=(0.9,)), 1.1, 1.5) == 3
+    assert mutate_mini_epochs(8, ScriptedRng(coins=(0.1,)), 1.1, 1.5) == 8
+    assert mutate_mini_epochs(1, ScriptedRng(coins=(0.9,)), 1.1, 1.5) == 1
+    result = mutate_mini_epochs(4.0, ScriptedRng(coins=(0.1,)), 1.1, 1.5)
+    assert result == 5 and isinstance(result, int)
+    with pytest.raises(ConfigError, match="whole number"):
+        mutate_mini_epochs(4.5, ScriptedRng(coins=(0.1,)), 1.1, 1.5)
+
+
+def test_mutate_discount_uses_fixed_range() -> None:
+    rng = ScriptedRng(uniform=1.2, coins=(0.9,))
+    # 1 - (1 - 0.99) * 1.2 = 0.988; the config's change range is ignored, as upstream.
+    assert mutate_discount(0.99, rng, 2.0, 3.0) == pytest.approx(0.988)
+    assert rng.uniform_calls == [(1.1, 1.2)]
+    assert mutate_discount(0.99, ScriptedRng(uniform=1.25, coins=(0.1,)), 2.0, 3.0) == pytest.approx(0.992)
+
+
+def test_mutate_discount_never_leaves_unit_interval() -> None:
+    # growing 1 - 0.1 = 0.9 by 1.2 would give -0.08; the change goes toward 1 instead.
+    assert mutate_discount(0.1, ScriptedRng(uniform=1.2, coins=(0.9,)), 1.1, 1.5) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("value", [True, "abc", None, [1.0]])
+def test_non_numbers_rejected(value: Any) -> None:
+    with pytest.raises(ConfigError, match="Cannot mutate"):
+        mutate_float(value, random.Random(0), 1.1, 1.5)
+
+
+@SETTINGS
+@given(st.floats(-1e6, 1e6), seeds, ranges)
+def test_eps_clip_in_bounds(value: float, seed: int, change: Tuple[float, float]) -> None:
+    assert 0.01 <= mutate_eps_clip(value, random.Random(seed), *change) <= 0.3
+
+
+@SETTINGS
+@given(st.integers(-20, 20), seeds)
+def test_mini_epochs_in_bounds_and_int(value: int, seed: int) -> None:
+    result = mutate_mini_epochs(value, random.Random(seed), 1.1, 1.5)
+    assert isinstance(result, int) and 1 <= result <= 8
+    if 2 <= value <= 7:
+        assert abs(result - value) == 1
+
+
+@SETTINGS
+@given(st.floats(-1e6, 1e6), seeds, ranges)
+def test_min_1_at_least_one(value: float, seed: int, change: Tuple[float, float]) -> None:
+    assert mutate_float_min_1(value, random.Random(seed), *change) >= 1.0
+
+
+@SETTINGS
+@given(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), seeds)
+def test_discount_stays_in_unit_interval(value: float, seed: int) -> None:
+    assert 0.0 < mutate_discount(value, random.Random(seed), 1.1, 1.5) < 1.0
+
+
+@SETTINGS
+@given(st.floats(1e-6, 1e6), seeds, ranges)
+def test_float_change_within_range(value: float, seed: int, change: Tuple[float, float]) -> None:
+    low, high = change
+    ratio = mutate_float(value, random.Random(seed), low, high) / value
+    assert (low - 1e-9 <= ratio <= high + 1e-9) or (1 / high - 1e-9 <= ratio <= 1 / low + 1e-9)
+
+
+# -- mutate() -------------------------------------------------------------------------------------
+
+PARAMS: Dict[str, Any] = {
+    "train.params.config.learning_rate": 3e-4,
+    "train.params.config.grad_norm": 1.0,
+    "train.params.config.entropy_coef": 0.01,
+    "train.params.config.critic_coef": 2.0,
+    "train.params.config.bounds_loss_coef": 1e-4,
+    "train.params.config.kl_threshold": 0.008,
+    "train.params.config.e_clip": 0.2,
+    "train.params.config.mini_epochs": 4,
+    "train.params.config.gamma": 0.99,
+    "train.params.config.tau": 0.95,
+}
+
+
+def test_mutate_rate_zero_is_identity_copy() -> None:
+    result = mutate(PARAMS, DEFAULT_MUTATION, 0.0, 1.1, 1.5, random.Random(0))
+    assert result == PARAMS and result is not PARAMS
+
+
+def test_mutate_rate_one_changes_every_key_and_not_the_input() -> None:
+    before = dict(PARAMS)
+    result = mutate(PARAMS, DEFAULT_MUTATION, 1.0, 1.1, 1.5, random.Random(0))
+    assert PARAMS == before
+    assert all(result[key] != PARAMS[key] for key in PARAMS)
+    assert isinstance(result["train.params.config.mini_epochs"], int)
+
+
+def test_mutate_leaves_keys_outside_scheme() -> None:
+    params = dict(PARAMS, other=5.0)
+    result = mutate(params, {"train.params.config.gamma": "mutate_discount"}, 1.0, 1.1, 1.5, random.Random(1))
+    assert result["other"] == 5.0 and result["train.params.config.grad_norm"] == 1.0
+    assert result["train.params.config.gamma"] != 0.99
+
+
+def test_mutate_deterministic_and_order_independent() -> None:
+    reversed_params = dict(reversed(list(PARAMS.items())))
+    first = mutate(PARAMS, DEFAULT_MUTATION, 0.5, 1.1, 1.5, random.Random(42))
+    second = mutate(reversed_params, DEFAULT_MUTATION, 0.5, 1.1, 1.5, random.Random(42))
+    assert first == second
+    assert first != mutate(PARAMS, DEFAULT_MUTATION, 0.5, 1.1, 1.5, random.Random(43))
+
+
+def test_mutate_rate_is_per_key_probability() -> None:
+    rng = random.Random(3)
+    scheme = {"x": "mutate_float"}
+    changed = sum(mutate({"x": 1.0}, scheme, 0.15, 1.1, 1.5, rng)["x"] != 1.0 for _ in range(2000))
+    assert 0.11 < changed / 2000 < 0.19
+
+
+def test_mutate_names_key_on_bad_value() -> None:
+    with pytest.raises(ConfigError, match="Mutating 'x' failed"):
+        mutate({"x": "fast"}, {"x": "mutate_float"}, 1.0, 1.1, 1.5, random.Random(0))
+
+
+# -- registry and scheme validation ---------------------------------------------------------------
+
+
+def test_unknown_function_lists_valid_names() -> None:
+    with pytest.raises(ConfigError) as info:
+        get_mutation_func("mutate_flot")
+    message = str(info.value)
+    assert "Unknown mutation function 'mutate_flot'" in message
+    assert "Did you mean 'mutate_float'?" in message
+    assert "Valid names: mutate_discount, mutate_eps_clip, mutate_float, mutate_float_min_1, " \
+           "mutate_mini_epochs" in message
+
+
+def test_get_mutation_func_rejects_eval_bait() -> None:
+    with pytest.raises(ConfigError):
+        get_mutation_func("__import__('os').getcwd")
+
+
+RESOLVED: Dict[str, Any] = {
+    "train": {"params": {"config": {
+        "learning_rate": "1e-4", "gamma": 0.99, "tau": 0.95, "mini_epochs": 5, "e_clip": 0.2,
+        "name": "Pendulum", "grad_norm": 1.0,
+    }}},
+    "task": {"env": {"numEnvs": 512}},
+}
+
+
+def test_validate_scheme_accepts_valid() -> None:
+    validate_scheme({"train.params.config.gamma": "mutate_discount",
+                     "train.params.config.learning_rate": "mutate_float",
+                     "train.params.config.mini_epochs": "mutate_mini_epochs"}, RESOLVED)
+
+
+def test_validate_scheme_missing_key_names_nearest() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_scheme({"train.params.config.gama": "mutate_discount"}, RESOLVED)
+    message = str(info.value)
+    assert "'train.params.config.gama' does not exist" in message
+    assert "Did you mean 'train.params.config.gamma'?" in message
+
+
+def test_validate_scheme_missing_key_without_close_match_lists_siblings() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_scheme({"task.env.xyzzy_scale": "mutate_float"}, RESOLVED)
+    assert "Keys next to it: 'task.env.numEnvs'" in str(info.value)
+
+
+def test_validate_scheme_reports_all_problems() -> None:
+    scheme = {
+        "train.params.config.gamma": "mutate_discont",
+        "train.params.config.name": "mutate_float",
+        "train.params.config.tau2": "mutate_discount",
+        "train.params.config.e_clip": "mutate_mini_epochs",
+    }
+    with pytest.raises(ConfigError) as info:
+        validate_scheme(scheme, RESOLVED)
+    message = str(info.value)
+    assert "Did you mean 'mutate_discount'?" in message
+    assert "'train.params.config.name'" in message and "'Pendulum'" in message
+    assert "'train.params.config.tau2' does not exist" in message
+    assert "'train.params.config.e_clip'" in message and "whole number" in message
+
+
+def test_current_params_reads_and_parses_numbers() -> None:
+    scheme = {"train.params.config.learning_rate": "mutate_float",
+              "train.params.config.mini_epochs": "mutate_mini_epochs"}
+    params = current_params(RESOLVED, scheme)
+    assert params == {"train.params.config.learning_rate": 1e-4, "train.params.config.mini_epochs": 5}
+    assert isinstance(params["train.params.config.learning_rate"], float)
+
+
+def test_current_params_missing_key_raises() -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        current_params(RESOLVED, {"train.params.config.kl_threshold": "mutate_float"})
+
+
+def _mutated_keys(seed: int) -> List[str]:
+    result = mutate(PARAMS, DEFAULT_MUTATION, 0.5, 1.1, 1.5, random.Random(seed))
+    return [key for key in PARAMS if result[key] != PARAMS[key]]
+
+
+def test_mutation_choices_vary_with_seed() -> None:
+    assert len({tuple(_mutated_keys(seed)) for seed in range(20)}) > 5
+    assert not math.isnan(mutate_float(1.0, random.Random(0), 1.1, 1.5))
