@@ -56,3 +56,19 @@ def load_state_file(path: PathLike) -> Dict[str, Any]:
     except FileNotFoundError:
         raise CorruptRecordError(f"checkpoint={path}: no such file. Pass the path of an existing .pth file.") from None
     return load_state_bytes(data, str(path))
+
+
+def model_fingerprint(model_state: Dict[str, Any]) -> str:
+    """sha256 over a model state_dict's tensors (names, shapes and values), for logs and tests:
+    two agents with the same fingerprint hold identical weights."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in sorted(model_state):
+        tensor = model_state[name]
+        digest.update(name.encode())
+        if hasattr(tensor, "detach"):
+            t = tensor.detach().cpu().contiguous()
+            digest.update(str(tuple(t.shape)).encode())
+            digest.update(t.numpy().tobytes())
+    return digest.hexdigest()

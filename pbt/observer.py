@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional
 import torch
 from rl_games.common.algo_observer import AlgoObserver
 
-from pbt.checkpoint import load_state_file
+from pbt.checkpoint import load_state_file, model_fingerprint
 from pbt.objective import ObjectiveTracker
 from pbt.selection import KEEP
 
@@ -58,7 +58,8 @@ class WorkerObserver(AlgoObserver):
         lr = float(self.cfg["train"]["params"]["config"]["learning_rate"])
         self.algo.last_lr = lr
         self.algo.update_lr(lr)
-        log.info("restored %s (frame %d, epoch %d, lr %.3g)", source, self.algo.frame, self.algo.epoch_num, lr)
+        log.info("restored %s (frame %d, epoch %d, lr %.3g, weights %s)", source, self.algo.frame,
+                 self.algo.epoch_num, lr, model_fingerprint(self.algo.model.state_dict())[:16])
 
     def process_infos(self, infos: Any, done_indices: torch.Tensor) -> None:
         if self.tracker is not None:

@@ -1,0 +1,44 @@
+"""Shared helpers for the tests."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SUMMARY_RE = re.compile(
+    r"SUMMARY frames=(?P<frames>\d+) wall_time=(?P<wall>[\d.]+)s fps=(?P<fps>\d+) "
+    r"mean_reward=(?P<reward>\S+) objective=(?P<objective>\S+)"
+)
+
+
+def worker_env(extra_pythonpath: Optional[str] = None) -> Dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(REPO)] + ([extra_pythonpath] if extra_pythonpath else [])
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def run_train(args: List[str], cwd: Path, timeout: float = 240, extra_pythonpath: Optional[str] = None
+              ) -> subprocess.CompletedProcess:
+    """Run ``python -m pbt.train <args>`` in ``cwd`` and return the completed process."""
+    return subprocess.run([sys.executable, "-m", "pbt.train", *args], cwd=str(cwd), env=worker_env(extra_pythonpath),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def parse_summary(output: str) -> Dict[str, float]:
+    match = SUMMARY_RE.search(output)
+    assert match, f"no SUMMARY line in output:\n{output[-3000:]}"
+    out = {k: float(v) if v != "n/a" else float("nan") for k, v in match.groupdict().items()}
+    return out
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO

@@ -1,0 +1,56 @@
+"""The worker's command line: bad input fails at once with a useful message; Pendulum learns."""
+import math
+import time
+
+import pytest
+
+from conftest import parse_summary, run_train
+
+
+def test_unknown_task_fails_at_once_listing_valid_tasks(tmp_path):
+    start = time.time()
+    proc = run_train(["task=Pendulm"], tmp_path, timeout=60)
+    assert proc.returncode != 0
+    assert time.time() - start < 20
+    assert "Unknown task 'Pendulm'" in proc.stderr
+    assert "Did you mean 'Pendulum'?" in proc.stderr
+    for name in ("Pendulum", "Cartpole", "my_package.my_module:MyTask", "envpool/"):
+        assert name in proc.stderr
+
+
+def test_misspelt_key_fails_naming_it(tmp_path):
+    proc = run_train(["train.params.config.learnin_rate=1"], tmp_path, timeout=60)
+    assert proc.returncode != 0
+    assert "learnin_rate" in proc.stderr + proc.stdout
+    assert "SUMMARY" not in proc.stdout
+
+
+def test_pbt_with_one_policy_is_refused_before_training(tmp_path):
+    proc = run_train(["pbt=pbt_default", "pbt.num_policies=1", f"pbt.workspace={tmp_path / 'ws'}"], tmp_path, timeout=60)
+    assert proc.returncode != 0
+    assert "PBT needs at least 2 policies" in proc.stderr + proc.stdout
+    assert "pbt.num_policies" in proc.stderr + proc.stdout
+
+
+def test_mutation_of_missing_key_is_refused_naming_nearest(tmp_path):
+    proc = run_train(["pbt=pbt_default", "pbt.num_policies=2", f"pbt.workspace={tmp_path / 'ws'}",
+                      "+pbt.mutation={train.params.config.gama:mutate_discount}"], tmp_path, timeout=60)
+    out = proc.stderr + proc.stdout
+    assert proc.returncode != 0
+    assert "'train.params.config.gama' does not exist" in out
+    assert "Did you mean 'train.params.config.gamma'?" in out
+    assert "SUMMARY" not in out
+    assert not (tmp_path / "ws" / "001").exists()
+
+
+@pytest.mark.slow
+def test_pendulum_learns_within_a_million_frames(tmp_path):
+    proc = run_train(["task=Pendulum", "max_frames=1000000", "sim_device=cpu", "rl_device=cpu", "experiment=learn",
+                      f"train_dir={tmp_path / 'runs'}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = parse_summary(proc.stdout)
+    assert summary["frames"] >= 1_000_000
+    # A random policy scores about -1200 per episode; a swing-up-and-balance policy about -150.
+    assert summary["reward"] > -250, summary
+    assert summary["wall"] < 60
+    assert math.isnan(summary["objective"])  # Pendulum defines no true_objective
