@@ -120,9 +120,14 @@ class PbtMember:
 
     def keep_best(self, records: Mapping[int, Record]) -> None:
         known = [r for r in records.values() if r.has_objective]
-        if known:
-            best = max(known, key=lambda r: (r.objective, -r.policy_idx))
+        if not known:
+            return
+        best = max(known, key=lambda r: (r.objective, -r.policy_idx))
+        try:
             self.workspace.update_best(best)
+        except (CorruptRecordError, WorkspaceError) as exc:  # its member may have just deleted it
+            log.warning("PBT policy %d: could not copy the population best (%s); next iteration will",
+                        self.pbt.policy_idx, exc)
 
     def plan_restart(self, decision: Decision, frame: int, epoch: int) -> Optional[RestartPlan]:
         """Copy the checkpoint to restart from into the run dir and build the new argv.

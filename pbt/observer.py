@@ -27,6 +27,7 @@ class WorkerObserver(AlgoObserver):
         self.tracker: Optional[ObjectiveTracker] = None
         self.objective_key = str(cfg.get("pbt", {}).get("objective", "true_objective"))
         self.member: Any = None
+        self.start_frame = 0
 
     def prepare(self) -> Dict[str, Any]:
         """Start-up work that may change the config before the task and agent are built."""
@@ -48,8 +49,9 @@ class WorkerObserver(AlgoObserver):
         elif self.member is not None and self.member.resume_record is not None:
             record = self.member.resume_record
             self.restore(self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}")
+        self.start_frame = int(algo.frame)
         if self.member is not None:
-            self.member.started(int(algo.frame))
+            self.member.started(self.start_frame)
 
     def restore(self, state: Dict[str, Any], source: str) -> None:
         """Load weights, optimizer, normalizers and frame count; then the configured learning rate
@@ -58,8 +60,8 @@ class WorkerObserver(AlgoObserver):
         lr = float(self.cfg["train"]["params"]["config"]["learning_rate"])
         self.algo.last_lr = lr
         self.algo.update_lr(lr)
-        log.info("restored %s (frame %d, epoch %d, lr %.3g, weights %s)", source, self.algo.frame,
-                 self.algo.epoch_num, lr, model_fingerprint(self.algo.model.state_dict())[:16])
+        log.info("restored %s (frame %d, epoch %d, lr %.6g, weights %s)", source, self.algo.frame, self.algo.epoch_num,
+                 self.algo.optimizer.param_groups[0]["lr"], model_fingerprint(self.algo.model.state_dict())[:16])
 
     def process_infos(self, infos: Any, done_indices: torch.Tensor) -> None:
         if self.tracker is not None:
@@ -124,4 +126,4 @@ class WorkerObserver(AlgoObserver):
 
         objective = self.tracker.value if self.tracker is not None and self.tracker.seen else None
         return RunSummary(frames=int(self.algo.frame), wall_time=wall_time, mean_reward=self.mean_reward(),
-                          objective=objective)
+                          objective=objective, start_frame=self.start_frame)

@@ -26,13 +26,17 @@ class RunSummary:
     """What one worker run achieved (also logged as the final summary line)."""
 
     frames: int
+    """The member's total frames (counted across restarts and resumes)."""
     wall_time: float
     mean_reward: float
     objective: Optional[float]
+    start_frame: int = 0
+    """Frames already trained when this process started (restored from a checkpoint)."""
 
     @property
     def fps(self) -> float:
-        return self.frames / self.wall_time if self.wall_time > 0 else 0.0
+        """Frames trained by this process per second of its training wall time."""
+        return (self.frames - self.start_frame) / self.wall_time if self.wall_time > 0 else 0.0
 
     def line(self) -> str:
         obj = "n/a" if self.objective is None else f"{self.objective:.4g}"
@@ -98,10 +102,9 @@ def run(cfg: DictConfig) -> RunSummary:
     plain = prepare_config(cfg)
     observer = WorkerObserver(plain)
     plain = observer.prepare()
-    if ref.kind != "envpool":
-        task = build_task(ref, plain["task"], plain["sim_device"], plain["rl_device"], plain["headless"],
-                          int(plain.get("graphics_device_id", 0)))
-        register_task(task)
+    task = build_task(ref, plain["task"], plain["sim_device"], plain["rl_device"], plain["headless"],
+                      int(plain.get("graphics_device_id", 0)))
+    register_task(task)
     runner = Runner(algo_observer=observer)
     runner.load(rl_games_params(plain))
     start = time.time()

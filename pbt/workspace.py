@@ -308,6 +308,19 @@ def serialize_state(state: Mapping[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
+def _numpy_safe_globals() -> List[Any]:
+    """numpy's reconstructors for scalars and dtypes: rl_games' own checkpoints carry numpy
+    scalars (``last_mean_rewards``). They rebuild numbers from bytes and run no user code."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or getattr(np, "core")
+    allowed: List[Any] = [np.dtype, core.multiarray.scalar]
+    dtypes = getattr(np, "dtypes", None)
+    if dtypes is not None:
+        allowed.extend(getattr(dtypes, n) for n in dir(dtypes) if n.endswith("DType"))
+    return allowed
+
+
 def deserialize_checkpoint(data: bytes, source: str) -> Dict[str, Any]:
     """``torch.load`` checkpoint bytes with ``weights_only=True`` onto the CPU.
 
@@ -319,7 +332,8 @@ def deserialize_checkpoint(data: bytes, source: str) -> Dict[str, Any]:
     import torch
 
     try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(_numpy_safe_globals()):
+            state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         inner = exc.__context__ if exc.__context__ is not None else exc
         reason = str(inner).strip().splitlines()[-1] if str(inner).strip() else type(inner).__name__

@@ -74,15 +74,17 @@ def test_population_replaces_crippled_member(tmp_path):
     # The restarted process restored exactly the donor checkpoint's weights, with its own frame count.
     donor_state = workspace.load_checkpoint(workspace.latest_record(donor, max_iteration=donor_iter), donor)
     fingerprint = model_fingerprint(donor_state["model"])[:16]
-    restored = re.findall(r"restored (\S+) \(frame (\d+), epoch \d+, lr \S+, weights (\w+)\)", logs[member])
+    restored = re.findall(r"restored (\S+) \(frame (\d+), epoch \d+, lr (\S+), weights (\w+)\)", logs[member])
     assert restored, logs[member][-3000:]
-    path, frame, weights = restored[0]
+    path, frame, optimizer_lr, weights = restored[0]
     assert path.endswith("restart_checkpoint.pth")
     assert weights == fingerprint
     assert int(frame) == event["frame"]
 
     # Hyperparameters after the event are the recorded ones and within their bounds.
     after = event["params_after"]
+    # The optimizer runs with the new learning rate from the first minibatch on.
+    assert float(optimizer_lr) == pytest.approx(after["train.params.config.learning_rate"], rel=1e-5)
     assert EPS_CLIP_RANGE[0] <= after["train.params.config.e_clip"] <= EPS_CLIP_RANGE[1]
     assert MINI_EPOCHS_RANGE[0] <= after["train.params.config.mini_epochs"] <= MINI_EPOCHS_RANGE[1]
     assert 0 < after["train.params.config.gamma"] < 1 and 0 < after["train.params.config.tau"] < 1

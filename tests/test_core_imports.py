@@ -1,0 +1,18 @@
+"""The core modules never import torch (nor need numpy): they must run on Isaac Gym's Python 3.8."""
+import subprocess
+import sys
+
+from conftest import REPO
+
+CORE = ["pbt", "pbt.config", "pbt.mutation", "pbt.selection", "pbt.record", "pbt.workspace", "pbt.restart",
+        "pbt.member", "pbt.objective", "pbt.registry", "pbt.tasks", "launcher.run", "launcher.run_description"]
+
+
+def test_core_modules_do_not_import_torch():
+    code = ("import importlib, sys\n"
+            f"for m in {CORE!r}:\n"
+            "    importlib.import_module(m)\n"
+            "bad = sorted(m for m in ('torch', 'numpy', 'rl_games') if m in sys.modules)\n"
+            "assert not bad, bad\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
