@@ -18,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 SELECTION_RULES: Tuple[str, ...] = ("dexpbt", "threshold")
 """Names accepted by ``pbt.selection``."""
+RESTART_MODES: Tuple[str, ...] = ("inplace", "exec")
+"""Names accepted by ``pbt.restart_mode``."""
 
 _PREFIX = "train.params.config."
 
@@ -88,6 +90,11 @@ class PbtConfig:
     when this is False."""
     seed: Optional[int] = None
     """Seed of PBT's own random generator; None: derived from the run seed and policy_idx."""
+    restart_mode: str = "inplace"
+    """How a member takes new weights/hyperparameters: "inplace" (loaded into the running agent,
+    milliseconds) or "exec" (the process re-executes itself with the new overrides, seconds).
+    Changes that need a rebuild (num_envs, horizon_length, network, task parameters...) always use
+    exec; the lineage records which mode was used and why."""
     resume: bool = True
     """A member started on a workspace where its policy_idx already has records resumes from its
     newest intact checkpoint with that record's hyperparameters (unless ``checkpoint=`` is given)."""
@@ -160,6 +167,11 @@ class PbtConfig:
                 f"{did_you_mean(self.selection, SELECTION_RULES, n=1)} "
                 f"Valid rules: {', '.join(SELECTION_RULES)}."
             )
+        if self.restart_mode not in RESTART_MODES:
+            raise ConfigError(
+                f"Unknown pbt.restart_mode='{self.restart_mode}'."
+                f"{did_you_mean(self.restart_mode, RESTART_MODES, n=1)} Valid modes: {', '.join(RESTART_MODES)}."
+            )
 
     def _check_mutation_names(self) -> None:
         # Imported here: pbt.mutation imports this module for flatten/get_by_key.
@@ -197,7 +209,7 @@ def check_policy_idx(policy_idx: int, num_policies: int) -> None:
 
 _BOOL_FIELDS = ("enabled", "dbg_mode", "restarted", "resume")
 _INT_FIELDS = ("policy_idx", "num_policies", "interval_steps", "start_after", "initial_delay")
-_STR_FIELDS = ("workspace", "objective", "selection")
+_STR_FIELDS = ("workspace", "objective", "selection", "restart_mode")
 
 
 def _coerce(name: str, value: Any) -> Any:

@@ -79,7 +79,7 @@ class PbtMember:
                 before = dict(self.params)
                 self.params = initial_mutation(self.params, self.pbt, self.rng)
                 self.append_lineage(MUTATE, None, "initial mutation of a fresh member", before, self.params,
-                                    frame=0, iteration=0, objective=None)
+                                    frame=0, iteration=0, objective=None, mode="startup")
         self.apply_params(self.params)
         return self.cfg
 
@@ -92,6 +92,14 @@ class PbtMember:
         self.start_frame = int(frame)
         self.last_iteration = self.start_frame // self.pbt.interval_steps
         self.rng = random.Random(pbt_seed(self.pbt, int(self.cfg.get("seed", 0)), self.start_frame))
+
+    def exploited(self, frame: int, params: Mapping[str, Any]) -> None:
+        """After an in-place exploit: new hyperparameters in force, frames counted anew from here
+        (as after a restart), hysteresis forgotten."""
+        self.params = dict(params)
+        self.apply_params(self.params)
+        self.start_frame = int(frame)
+        self.best_interval_objective = None
 
     # -- the iteration ------------------------------------------------------------------------
     def due(self, frame: int) -> bool:
@@ -164,7 +172,8 @@ class PbtMember:
         frame: int,
         iteration: int,
         objective: Optional[float],
-        mode: str = "exec",
+        mode: Optional[str] = None,
+        mode_reason: str = "",
     ) -> None:
         self.workspace.append_lineage({
             "time": time.time(),
@@ -178,6 +187,7 @@ class PbtMember:
             "donor_objective": None if donor is None else donor.objective,
             "reason": reason,
             "mode": mode if action != KEEP else None,
+            "mode_reason": mode_reason,
             "params_before": dict(before),
             "params_after": dict(after),
         })

@@ -1,18 +1,22 @@
 """The rl_games observer of a worker: restores its checkpoint safely, gathers its objective, and
-(with PBT on) runs a PBT iteration every ``pbt.interval_steps`` frames, right after the epoch's
-rollout (``after_steps``), so a decision acts in the epoch it is made."""
+(with PBT on) runs a PBT iteration every ``pbt.interval_steps`` frames at the end of an epoch, and
+carries out the decision at once: in the running agent (``pbt.restart_mode=inplace``) or by
+re-executing the process (``exec``)."""
 import logging
 import math
 import sys
+import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from rl_games.common.algo_observer import AlgoObserver
 
 from pbt.checkpoint import load_state_file, model_fingerprint
+from pbt.errors import CorruptRecordError, WorkspaceError
+from pbt.inplace import SETTERS, apply_hyperparameters, changed, load_weights, rebuild_keys
 from pbt.objective import ObjectiveTracker
-from pbt.selection import KEEP
+from pbt.selection import KEEP, REPLACE, Decision
 
 log = logging.getLogger(__name__)
 
@@ -67,37 +71,91 @@ class WorkerObserver(AlgoObserver):
         if self.tracker is not None:
             self.tracker.update(infos, done_indices.reshape(-1).tolist())
 
-    def after_steps(self) -> None:
+    def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
+        """End of an epoch (rollout and update done): log, and run a PBT iteration when one is due.
+
+        Acting here rather than in ``after_steps`` (where DexPBT acts, before the update) means the
+        published checkpoint carries this epoch's update, no collected rollout is thrown away, and
+        an in-place exploit takes effect before the next rollout: PPO never updates the donor's
+        weights with data collected by another policy.
+        """
+        objective = self.objective()
+        frame = int(self.algo.frame)
+        if objective is not None and self.algo.writer is not None:
+            self.algo.writer.add_scalar("pbt/objective", objective, frame)
         if self.member is None:
             return
-        frame = int(self.algo.frame)
-        objective = self.objective()
         self.member.observe(objective)
         if self.member.due(frame):
             self.pbt_iteration(frame, objective)
-
-    def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
-        objective = self.objective()
-        if objective is not None and self.algo.writer is not None:
-            self.algo.writer.add_scalar("pbt/objective", objective, frame)
 
     # -- PBT ----------------------------------------------------------------------------------------
     def pbt_iteration(self, frame: int, objective: Optional[float]) -> None:
         member = self.member
         recent = list(self.tracker.recent) if self.tracker is not None and self.tracker.seen else []
         decision = member.iterate(frame, objective, self.algo.get_full_state_weights(), recent)
-        plan = member.plan_restart(decision, frame, int(self.algo.epoch_num))
-        action = decision.action if plan is not None or decision.action == KEEP else KEEP
-        reason = decision.reason if action == decision.action else decision.reason + "; restart failed, kept weights"
-        after = decision.params_after if action != KEEP else decision.params_before
-        member.append_lineage(action, decision.donor if action != KEEP else None, reason, decision.params_before,
-                              after, frame=frame, iteration=member.last_iteration, objective=objective)
-        log.info("PBT policy %d iteration %d: %s (%s)", member.pbt.policy_idx, member.last_iteration, action, reason)
-        if plan is None:
+        if decision.action == KEEP:
+            self.log_decision(decision.action, decision, decision.reason, frame, objective)
             return
+        mode, why = self.restart_mode(decision)
+        if mode == "inplace":
+            self.exploit_inplace(decision, frame, objective)
+            return
+        plan = member.plan_restart(decision, frame, int(self.algo.epoch_num))
+        if plan is None:
+            self.log_decision(KEEP, decision, decision.reason + "; donor checkpoint unavailable, kept weights",
+                              frame, objective)
+            return
+        self.log_decision(decision.action, decision, decision.reason, frame, objective, "exec", why)
         from pbt.restart import exec_restart
 
         exec_restart(plan.argv, before_exec=[self.flush_writer])
+
+    def restart_mode(self, decision: Decision) -> Tuple[str, str]:
+        """("inplace" | "exec", why) for carrying out ``decision``."""
+        if self.member.pbt.restart_mode == "exec":
+            return "exec", "pbt.restart_mode=exec"
+        needs_rebuild = rebuild_keys(changed(self.member.params, decision.params_after))
+        if needs_rebuild:
+            return "exec", f"{', '.join(needs_rebuild)} cannot change in a running agent"
+        return "inplace", ""
+
+    def exploit_inplace(self, decision: Decision, frame: int, objective: Optional[float]) -> None:
+        """Load the donor's weights (replace) and the new hyperparameters into the running agent."""
+        member = self.member
+        start = time.perf_counter()
+        if decision.action == REPLACE:
+            try:
+                state = member.workspace.load_checkpoint(decision.donor)
+            except (CorruptRecordError, WorkspaceError) as exc:
+                log.warning("PBT policy %d: donor checkpoint unavailable (%s); keeping own weights",
+                            member.pbt.policy_idx, exc)
+                self.log_decision(KEEP, decision, decision.reason + "; donor checkpoint unavailable, kept weights",
+                                  frame, objective)
+                return
+            load_weights(self.algo, state)
+        # All of them, changed or not, as a restart would: e.g. the learning rate restarts from its
+        # configured value even where an adaptive schedule had moved it.
+        apply_hyperparameters(self.algo, {k: v for k, v in decision.params_after.items() if k in SETTERS})
+        self.algo.update_lr(self.algo.last_lr)  # a loaded optimizer state carries the donor's lr
+        member.exploited(frame, decision.params_after)
+        if self.tracker is not None:
+            self.tracker.reset()
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        self.log_decision(decision.action, decision, decision.reason, frame, objective, "inplace", "")
+        log.info("exploited in place in %.1f ms (frame %d, epoch %d, lr %.6g, weights %s)", elapsed_ms,
+                 self.algo.frame, self.algo.epoch_num, self.algo.optimizer.param_groups[0]["lr"],
+                 model_fingerprint(self.algo.model.state_dict())[:16])
+
+    def log_decision(self, action: str, decision: Decision, reason: str, frame: int, objective: Optional[float],
+                     mode: Optional[str] = None, mode_reason: str = "") -> None:
+        member = self.member
+        after = decision.params_after if action != KEEP else decision.params_before
+        member.append_lineage(action, decision.donor if action == REPLACE else None, reason, decision.params_before,
+                              after, frame=frame, iteration=member.last_iteration, objective=objective, mode=mode,
+                              mode_reason=mode_reason)
+        log.info("PBT policy %d iteration %d: %s%s (%s)", member.pbt.policy_idx, member.last_iteration, action,
+                 f" [{mode}]" if mode else "", reason)
 
     def flush_writer(self) -> None:
         writer = getattr(self.algo, "writer", None)

@@ -221,6 +221,14 @@ def _timing_gate(own: MemberState, cfg: PbtConfig) -> Optional[str]:
     return None
 
 
+def _unknown_gate(own: MemberState) -> Optional[str]:
+    """A member whose own objective is not measured yet (None: e.g. just restarted, its envs have not
+    finished their episodes) waits; NaN/inf (diverged) is not unknown: it ranks last and acts."""
+    if own.record.objective is None:
+        return "own objective not known yet (episodes still running)"
+    return None
+
+
 def _hysteresis_value(own: MemberState) -> float:
     """Best in-interval objective (fallback: own objective); -inf when own objective is unknown,
     so a member with a NaN/None objective is treated as the worst."""
@@ -264,7 +272,7 @@ def _decide_dexpbt(own: MemberState, peers: Sequence[Record], cfg: PbtConfig,
                    rng: random.Random) -> Decision:
     idx = own.record.policy_idx
     check_policy_idx(idx, cfg.num_policies)
-    timing = _timing_gate(own, cfg)
+    timing = _timing_gate(own, cfg) or _unknown_gate(own)
     if timing is not None:
         return _keep(own, timing)
     view = population_view(own.record, peers, cfg.num_policies)
@@ -312,6 +320,9 @@ def _decide_threshold(own: MemberState, peers: Sequence[Record], cfg: PbtConfig,
                       rng: random.Random) -> Decision:
     idx = own.record.policy_idx
     check_policy_idx(idx, cfg.num_policies)
+    unknown = _unknown_gate(own)
+    if unknown is not None:
+        return _keep(own, unknown)
     view = population_view(own.record, peers, cfg.num_policies)
     known = {i: o for i, o in ((i, known_objective(view[i])) for i in sorted(view)) if o is not None}
     if not known or (len(known) == 1 and idx in known):

@@ -51,10 +51,18 @@ def run_population(tmp_path: Path, mode_args=()):
     return ws, codes, logs
 
 
+RESTORED = {
+    "exec": r"restored (?P<path>\S+) \(frame (?P<frame>\d+), epoch \d+, lr (?P<lr>\S+), weights (?P<weights>\w+)\)",
+    "inplace": r"exploited in place in [\d.]+ ms \(frame (?P<frame>\d+), epoch \d+, lr (?P<lr>\S+), "
+               r"weights (?P<weights>\w+)\)",
+}
+
+
 @pytest.mark.slow
-def test_population_replaces_crippled_member(tmp_path):
+@pytest.mark.parametrize("mode", ["inplace", "exec"])
+def test_population_replaces_crippled_member(tmp_path, mode):
     start = time.time()
-    ws, codes, logs = run_population(tmp_path)
+    ws, codes, logs = run_population(tmp_path, [f"pbt.restart_mode={mode}"])
     assert codes == [0] * N, "\n\n".join(log[-2000:] for log in logs)
     assert time.time() - start < 180
 
@@ -70,16 +78,18 @@ def test_population_replaces_crippled_member(tmp_path):
     member, donor, donor_iter = event["policy_idx"], event["donor"], event["donor_iteration"]
     assert donor != member
     assert event["donor_objective"] > event["objective"]
+    assert event["mode"] == mode
 
     # The restarted process restored exactly the donor checkpoint's weights, with its own frame count.
     donor_state = workspace.load_checkpoint(workspace.latest_record(donor, max_iteration=donor_iter), donor)
     fingerprint = model_fingerprint(donor_state["model"])[:16]
-    restored = re.findall(r"restored (\S+) \(frame (\d+), epoch \d+, lr (\S+), weights (\w+)\)", logs[member])
+    restored = re.search(RESTORED[mode], logs[member])
     assert restored, logs[member][-3000:]
-    path, frame, optimizer_lr, weights = restored[0]
-    assert path.endswith("restart_checkpoint.pth")
-    assert weights == fingerprint
-    assert int(frame) == event["frame"]
+    if mode == "exec":
+        assert restored["path"].endswith("restart_checkpoint.pth")
+    assert restored["weights"] == fingerprint
+    assert int(restored["frame"]) == event["frame"]
+    optimizer_lr = restored["lr"]
 
     # Hyperparameters after the event are the recorded ones and within their bounds.
     after = event["params_after"]

@@ -132,7 +132,7 @@ def test_too_few_known_objectives_keeps() -> None:
     assert decision.action == "keep" and decision.reason == "only 4 objectives known, need > 4"
     decision = run(state(0, 10.0), {1: 100.0, 2: 99.0, 3: 98.0, 4: 97.0}, replace_fraction_worst=1.0)
     assert decision.action == "replace"
-    decision = run(state(0, None), {1: 100.0, 2: 99.0})
+    decision = run(state(0, float("nan")), {1: 100.0, 2: 99.0})
     assert decision.action == "keep" and decision.reason == "only 2 objectives known, need > 4"
 
 
@@ -213,8 +213,17 @@ def test_nan_own_objective_is_treated_as_worst() -> None:
     objectives = {1: 100.0, 2: 99.0, 3: 98.0, 4: 60.0, 5: 55.0, 6: 50.0}
     decision = run(state(0, float("nan"), best=500.0), objectives)
     assert decision.action == "replace" and decision.donor_idx in (1, 2, 3)
-    decision = run(state(0, None), objectives)
+    decision = run(state(0, float("inf")), objectives)
     assert decision.action == "replace"
+
+
+def test_unknown_own_objective_waits() -> None:
+    # None: not measured yet (a member just restarted whose episodes are still running): it must not
+    # be replaced for lack of a number, by either rule.
+    objectives = {1: 100.0, 2: 99.0, 3: 98.0, 4: 60.0, 5: 55.0, 6: 50.0}
+    decision = run(state(0, None), objectives)
+    assert decision.action == "keep" and decision.reason.startswith("own objective not known yet")
+    assert threshold(state(0, None), objectives).action == "keep"
 
 
 def test_nonfinite_peers_are_never_donors() -> None:

@@ -1,0 +1,1 @@
+"""Where members run: ``processes`` (this machine) and ``slurm`` (sbatch job arrays)."""

@@ -1,0 +1,432 @@
+"""Local backend: run every member as a child process on this machine.
+
+- At most ``max_parallel`` members run at once (0: all); with ``experiments_per_gpu > 0`` each member
+  gets ``CUDA_VISIBLE_DEVICES`` set to the least-loaded of ``num_gpus`` GPUs (ties: lowest index)
+  and at most ``experiments_per_gpu`` members share a GPU; ``-1`` leaves the variable alone.
+- Each member writes stdout and stderr to its own log file (appended across restarts).
+- Each member starts in its own session (process group). SIGINT, SIGTERM or SIGHUP to the launcher
+  sends SIGTERM to every member's process group and to every process it started, waits up to
+  ``kill_timeout`` seconds, then sends SIGKILL; nothing is left running. A second signal skips the wait.
+- A member that exits non-zero or is killed by a signal the launcher did not send is restarted with
+  the same command (it resumes from its workspace) up to ``max_restarts`` times. A member that
+  re-executes itself (``os.execv``, same PID) is still the same process: that is not a crash.
+- Exit status: 0 if every member exited 0, 1 if one failed for good, 128+N when stopped by signal N.
+"""
+import collections
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import IO, Any, Callable, Deque, Dict, List, Optional
+
+from launcher.backends.proctools import is_alive, kill_signal_name, related_processes, signal_group, signal_processes
+from launcher.run_description import Member
+from pbt.errors import ConfigError
+
+log = logging.getLogger("launcher")
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class ProcessesOptions:
+    """Options of the processes backend (see ``launcher.run --help``)."""
+
+    def __init__(
+        self,
+        max_parallel: int = 0,
+        num_gpus: int = 1,
+        experiments_per_gpu: int = -1,
+        pause_between: float = 0.0,
+        max_restarts: int = 3,
+        restart_delay: float = 1.0,
+        kill_timeout: float = 10.0,
+        poll_interval: float = 0.1,
+    ) -> None:
+        if max_parallel < 0:
+            raise ConfigError(f"--max_parallel={max_parallel} is negative; use 0 to run every member at once, or a positive limit.")
+        if num_gpus < 0:
+            raise ConfigError(f"--num_gpus={num_gpus} is negative; use the number of GPUs on this machine (0 for none).")
+        if experiments_per_gpu == 0 or experiments_per_gpu < -1:
+            raise ConfigError(f"--experiments_per_gpu={experiments_per_gpu} is invalid; use a positive count, or -1 to leave CUDA_VISIBLE_DEVICES unset.")
+        if experiments_per_gpu > 0 and num_gpus == 0:
+            raise ConfigError("--experiments_per_gpu > 0 needs --num_gpus >= 1; for CPU-only runs use --experiments_per_gpu=-1.")
+        if max_restarts < 0:
+            raise ConfigError(f"--max_restarts={max_restarts} is negative; use 0 to never restart a crashed member.")
+        for name, value in (("--pause_between", pause_between), ("--restart_delay", restart_delay), ("--kill_timeout", kill_timeout)):
+            if value < 0:
+                raise ConfigError(f"{name}={value} is negative; give seconds >= 0.")
+        self.max_parallel = max_parallel
+        self.num_gpus = num_gpus
+        self.experiments_per_gpu = experiments_per_gpu
+        self.pause_between = pause_between
+        self.max_restarts = max_restarts
+        self.restart_delay = restart_delay
+        self.kill_timeout = kill_timeout
+        self.poll_interval = poll_interval
+
+
+class GpuAllocator:
+    """Hands out GPU indices: least-loaded first, ties to the lowest index, at most ``per_gpu`` each."""
+
+    def __init__(self, num_gpus: int, per_gpu: int) -> None:
+        self.managed = per_gpu > 0 and num_gpus > 0
+        self.per_gpu = per_gpu
+        self.load: List[int] = [0] * (num_gpus if self.managed else 0)
+
+    def has_capacity(self) -> bool:
+        return not self.managed or min(self.load) < self.per_gpu
+
+    def acquire(self) -> Optional[int]:
+        """A GPU index for a new member (None when GPUs are not managed)."""
+        if not self.managed:
+            return None
+        gpu = min(range(len(self.load)), key=lambda i: (self.load[i], i))
+        if self.load[gpu] >= self.per_gpu:
+            raise RuntimeError("GpuAllocator.acquire() called without capacity")
+        self.load[gpu] += 1
+        return gpu
+
+    def release(self, gpu: Optional[int]) -> None:
+        if gpu is not None:
+            self.load[gpu] -= 1
+
+
+def _make_preexec() -> Optional[Callable[[], None]]:
+    """On Linux, ask the kernel to SIGTERM a member if the launcher dies without cleaning up (SIGKILL)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+
+    return preexec
+
+
+class _Worker:
+    def __init__(self, member: Member) -> None:
+        self.member = member
+        self.proc: Optional["subprocess.Popen[bytes]"] = None
+        self.gpu: Optional[int] = None
+        self.starts = 0
+        self.restarts = 0
+        self.ready_at = 0.0
+        self.log_file: Optional[IO[bytes]] = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def note(self, text: str) -> None:
+        """Append a launcher line to the member's log file."""
+        if self.log_file is not None:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            self.log_file.write(f"[launcher {stamp}] {text}\n".encode())
+            self.log_file.flush()
+
+
+class ProcessesBackend:
+    """Runs members locally; ``run()`` returns the exit status."""
+
+    def __init__(self, members: List[Member], options: ProcessesOptions) -> None:
+        self.members = members
+        self.options = options
+        self.gpus = GpuAllocator(options.num_gpus, options.experiments_per_gpu)
+        limit = options.max_parallel or len(members)
+        if self.gpus.managed:
+            limit = min(limit, options.num_gpus * options.experiments_per_gpu)
+        self.limit = max(1, limit)
+        self._pending: Deque[_Worker] = collections.deque(_Worker(m) for m in members)
+        self._running: List[_Worker] = []
+        self._done: List[_Worker] = []
+        self._failed: List[_Worker] = []
+        self._stop_signal: Optional[int] = None
+        self._signal_count = 0
+        self._last_start = -float("inf")
+        self._preexec = _make_preexec()
+        self._warn_partial_populations()
+
+    def _warn_partial_populations(self) -> None:
+        sizes: Dict[str, int] = collections.Counter(m.experiment for m in self.members if m.workspace)
+        for experiment, size in sizes.items():
+            if size > self.limit:
+                log.warning(
+                    "experiment %s is a PBT population of %d members but at most %d run at once "
+                    "(--max_parallel/--num_gpus/--experiments_per_gpu): members that wait cannot compete",
+                    experiment, size, self.limit,
+                )
+
+    # --- signals -------------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        # Only set flags here; the main loop does the work (no logging or I/O in a signal handler).
+        self._signal_count += 1
+        if self._stop_signal is None:
+            self._stop_signal = signum
+
+    def _install_handlers(self) -> Dict[int, Any]:
+        previous = {}
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    # --- main loop -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        previous = self._install_handlers()
+        try:
+            log.info(
+                "starting %d member(s), at most %d at a time%s",
+                len(self.members), self.limit,
+                f", {self.options.experiments_per_gpu} per GPU on {self.options.num_gpus} GPU(s)" if self.gpus.managed else "",
+            )
+            log.info("stop them all with Ctrl-C or: kill -TERM %d", os.getpid())
+            while (self._pending or self._running) and self._stop_signal is None:
+                self._reap()
+                if self._stop_signal is None:
+                    self._start_ready()
+                time.sleep(self.options.poll_interval)
+        finally:
+            try:
+                if self._running:
+                    if self._stop_signal is not None:
+                        log.warning("received %s: stopping %d running member(s)", kill_signal_name(self._stop_signal), len(self._running))
+                    self._stop_all()
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+                for worker in self._done + self._failed + list(self._pending):
+                    self._close_log(worker)
+        return self._summary()
+
+    def _summary(self) -> int:
+        if self._stop_signal is not None:
+            log.warning("stopped by %s; %d member(s) had finished", kill_signal_name(self._stop_signal), len(self._done))
+            return 128 + int(self._stop_signal)
+        for worker in self._failed:
+            log.error(
+                "member %s failed for good after %d restart(s); see %s",
+                worker.member.name, worker.restarts, worker.member.log_path,
+            )
+        if self._failed:
+            log.error("%d of %d member(s) failed", len(self._failed), len(self.members))
+            return 1
+        log.info("all %d member(s) finished", len(self.members))
+        return 0
+
+    def _start_ready(self) -> None:
+        now = time.monotonic()
+        while self._pending and len(self._running) < self.limit and self.gpus.has_capacity():
+            if now - self._last_start < self.options.pause_between:
+                return
+            worker = next((w for w in self._pending if w.ready_at <= now), None)
+            if worker is None:
+                return
+            self._pending.remove(worker)
+            self._start(worker)
+            now = time.monotonic()
+
+    def _start(self, worker: _Worker) -> None:
+        member = worker.member
+        worker.gpu = self.gpus.acquire()
+        env = dict(os.environ)
+        env.update(member.env)
+        if worker.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(worker.gpu)
+            device = f"CUDA_VISIBLE_DEVICES={worker.gpu}"
+        else:
+            device = "CUDA_VISIBLE_DEVICES " + (f"inherited ({os.environ['CUDA_VISIBLE_DEVICES']})" if "CUDA_VISIBLE_DEVICES" in os.environ else "unset")
+        os.makedirs(os.path.dirname(member.log_path), exist_ok=True)
+        os.makedirs(member.experiment_dir, exist_ok=True)
+        if worker.log_file is None:
+            worker.log_file = open(member.log_path, "ab")
+        worker.starts += 1
+        attempt = "" if worker.starts == 1 else f" (restart {worker.restarts}/{self.options.max_restarts})"
+        worker.note(f"start{attempt} {device}: {member.shell_cmd}")
+        log.info("[%s]%s %s: %s", member.name, attempt, device, member.shell_cmd)
+        self._last_start = time.monotonic()
+        try:
+            worker.proc = subprocess.Popen(
+                member.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=worker.log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=self._preexec,
+            )
+        except OSError as exc:
+            self.gpus.release(worker.gpu)
+            worker.note(f"could not start: {exc}")
+            log.error("[%s] could not start %r: %s. Check the experiment's command.", member.name, member.argv[0], exc)
+            self._failed.append(worker)
+            self._close_log(worker)
+            return
+        log.debug("[%s] pid %d, log %s", member.name, worker.pid, member.log_path)
+        self._running.append(worker)
+
+    def _reap(self) -> None:
+        for worker in list(self._running):
+            assert worker.proc is not None
+            code = worker.proc.poll()
+            if code is None:
+                continue
+            self._running.remove(worker)
+            self.gpus.release(worker.gpu)
+            self._kill_leftovers(worker)
+            member = worker.member
+            if code == 0:
+                worker.note("exited with status 0")
+                log.info("[%s] finished (exit status 0)", member.name)
+                self._done.append(worker)
+                self._close_log(worker)
+                continue
+            how = f"was killed by {kill_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+            if worker.restarts < self.options.max_restarts:
+                worker.restarts += 1
+                worker.ready_at = time.monotonic() + self.options.restart_delay
+                worker.note(f"{how}: restarting ({worker.restarts}/{self.options.max_restarts}) in {self.options.restart_delay:g} s")
+                log.warning(
+                    "[%s] %s: restarting it (%d/%d); it resumes from its workspace. Log: %s",
+                    member.name, how, worker.restarts, self.options.max_restarts, member.log_path,
+                )
+                self._pending.appendleft(worker)
+            else:
+                worker.note(f"{how}: no restarts left (--max_restarts={self.options.max_restarts})")
+                log.error("[%s] %s; no restarts left (--max_restarts=%d). Log: %s", member.name, how, self.options.max_restarts, member.log_path)
+                self._failed.append(worker)
+                self._close_log(worker)
+
+    def _kill_leftovers(self, worker: _Worker) -> None:
+        """A member has exited: end whatever it started that is still running in its session."""
+        leftovers = related_processes(worker.pid)
+        if leftovers:
+            log.warning("[%s] exited but left %d process(es) running (%s): killing them", worker.member.name, len(leftovers), leftovers)
+            signal_processes(leftovers, signal.SIGKILL)
+
+    def _stop_all(self) -> None:
+        """SIGTERM every member's process group and descendants; SIGKILL what is left after the timeout."""
+        workers = list(self._running)
+        tracked: Dict[int, List[int]] = {}
+        for worker in workers:
+            tracked[worker.pid] = related_processes(worker.pid)
+            worker.note("stopping: sending SIGTERM to the member's process group")
+            signal_group(worker.pid, signal.SIGTERM)
+            signal_processes(tracked[worker.pid], signal.SIGTERM)
+        deadline = time.monotonic() + self.options.kill_timeout
+        signals_seen = self._signal_count
+
+        def still_alive() -> List[int]:
+            alive = []
+            for worker in workers:
+                assert worker.proc is not None
+                if worker.proc.poll() is None:
+                    alive.append(worker.pid)
+                tracked[worker.pid] = sorted(set(tracked[worker.pid]) | set(related_processes(worker.pid)))
+                alive.extend(p for p in tracked[worker.pid] if is_alive(p))
+            return alive
+
+        alive = still_alive()
+        while alive and time.monotonic() < deadline and self._signal_count == signals_seen:
+            time.sleep(0.05)
+            alive = still_alive()
+        if alive:
+            log.warning("%d process(es) still running %s after SIGTERM: sending SIGKILL", len(alive),
+                        "(second signal)" if self._signal_count > signals_seen else f"{self.options.kill_timeout:g} s")
+            for worker in workers:
+                signal_group(worker.pid, signal.SIGKILL)
+                signal_processes(tracked[worker.pid] + related_processes(worker.pid), signal.SIGKILL)
+        for worker in workers:
+            assert worker.proc is not None
+            try:
+                code = worker.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+                log.error("[%s] pid %d did not exit even after SIGKILL", worker.member.name, worker.pid)
+            self.gpus.release(worker.gpu)
+            worker.note(f"stopped by the launcher (exit status {code})")
+            log.info("[%s] stopped (exit status %s)", worker.member.name, code)
+            self._close_log(worker)
+        self._running = []
+
+    @staticmethod
+    def _close_log(worker: _Worker) -> None:
+        if worker.log_file is not None:
+            worker.log_file.close()
+            worker.log_file = None
+
+
+class RunLock:
+    """``<experiment_dir>/launcher.lock`` (host and pid): one launcher per experiment directory.
+
+    Two launchers on one run would start two copies of each member on one workspace. A lock left
+    by a launcher that died on this host is taken over; one from another host must be removed by hand.
+    """
+
+    def __init__(self, directories: List[str]) -> None:
+        self.paths = [os.path.join(d, "launcher.lock") for d in sorted(set(directories))]
+        self.held: List[str] = []
+
+    def __enter__(self) -> "RunLock":
+        try:
+            for path in self.paths:
+                self._acquire(path)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for path in self.held:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        self.held = []
+
+    def _acquire(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        me = f"{socket.gethostname()} {os.getpid()}"
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                try:
+                    with open(path) as f:
+                        host, _, pid = f.read().strip().partition(" ")
+                except OSError:
+                    continue
+                if host == socket.gethostname() and pid.isdigit() and not is_alive(int(pid)):
+                    log.warning("taking over %s left by launcher pid %s, which is gone", path, pid)
+                    try:
+                        os.remove(path)
+                    except FileNotFoundError:
+                        pass
+                    continue
+                where = f"pid {pid} on this host" if host == socket.gethostname() else f"pid {pid} on host {host}"
+                raise ConfigError(
+                    f"another launcher ({where}) is running this experiment ({path}); two launchers would start two "
+                    f"copies of each member on one workspace. Stop it first, or delete {path} if it is no longer running."
+                ) from None
+            with os.fdopen(fd, "w") as f:
+                f.write(me + "\n")
+            self.held.append(path)
+            return
+        raise ConfigError(f"could not take the launcher lock {path}; delete it if no launcher is running this experiment.")
+
+
+def run(members: List[Member], options: ProcessesOptions) -> int:
+    """Run ``members`` locally and return the exit status (see the module docstring)."""
+    backend = ProcessesBackend(members, options)
+    with RunLock([m.experiment_dir for m in members]):
+        return backend.run()

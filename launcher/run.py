@@ -1,0 +1,187 @@
+"""``python -m launcher.run --run=experiments.<module> --backend=processes|slurm [options]``.
+
+Starts every member of the run described by ``RUN_DESCRIPTION`` in the given module, locally
+(``processes``) or as Slurm job arrays (``slurm``). Running the same command again on the same
+``--train_dir`` resumes the run: each member reruns its command and resumes from its workspace.
+
+Examples::
+
+    # a 4-member PBT population on Pendulum, on CPU
+    python -m launcher.run --run=experiments.smoke_pbt --backend=processes --num_gpus=0
+
+    # 8 members on a 4-GPU machine, two per GPU
+    python -m launcher.run --run=experiments.isaacgym_allegro_kuka_pbt --backend=processes \\
+        --max_parallel=8 --num_gpus=4 --experiments_per_gpu=2
+
+    # one Slurm job array, one GPU per member, requeued at the time limit
+    python -m launcher.run --run=experiments.isaacgym_ant_pbt --backend=slurm \\
+        --slurm_gpus_per_job=1 --slurm_cpus_per_gpu=8 --slurm_timeout=24:00:00
+"""
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+from typing import List, Optional
+
+from launcher.run_description import Member, RunDescription
+from pbt.errors import ConfigError, PbtError, did_you_mean
+
+log = logging.getLogger("launcher")
+
+
+def str2bool(value: str) -> bool:
+    lowered = str(value).strip().lower()
+    if lowered in ("1", "true", "yes", "y", "on"):
+        return True
+    if lowered in ("0", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (True/False), got {value!r}")
+
+
+def launcher_argparser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m launcher.run",
+        description="Launch every member of an experiment description (a PBT population) locally or on Slurm.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--run", required=True, help="module defining RUN_DESCRIPTION, e.g. experiments.smoke_pbt (a .py path works too)")
+    parser.add_argument("--backend", default="processes", choices=["processes", "slurm"], help="where the members run")
+    parser.add_argument("--train_dir", default="train_dir", help="root of all runs; the run goes to <train_dir>/<run_name>")
+    parser.add_argument("--max_parallel", type=int, default=0, help="members running at once (0: all; slurm: the array's %%K limit)")
+    parser.add_argument("--pause_between", type=float, default=0.0, help="seconds between two member starts (processes)")
+    parser.add_argument("--dry_run", type=str2bool, nargs="?", const=True, default=False, help="print the members' commands and exit")
+    parser.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="launcher log level")
+
+    local = parser.add_argument_group("processes backend")
+    local.add_argument("--num_gpus", type=int, default=1, help="GPUs on this machine to spread members over")
+    local.add_argument("--experiments_per_gpu", type=int, default=-1, help="members per GPU (sets CUDA_VISIBLE_DEVICES); -1 leaves it unset")
+    local.add_argument("--max_restarts", type=int, default=3, help="restarts of a crashed member (it resumes from its workspace)")
+    local.add_argument("--restart_delay", type=float, default=1.0, help="seconds before a crashed member is restarted")
+    local.add_argument("--kill_timeout", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL when stopping")
+
+    slurm = parser.add_argument_group("slurm backend")
+    slurm.add_argument("--slurm_partition", default=None, help="partition to submit to (default: the cluster's default)")
+    slurm.add_argument("--slurm_gpus_per_job", type=int, default=1, help="GPUs per member (--gres=gpu:N); 0 for CPU jobs")
+    slurm.add_argument("--slurm_cpus_per_gpu", type=int, default=8, help="CPUs per GPU (per member when it has no GPU)")
+    slurm.add_argument("--slurm_timeout", default="0", help="time limit per job (sbatch --time, e.g. 24:00:00); 0: the partition's")
+    slurm.add_argument("--slurm_print_only", type=str2bool, nargs="?", const=True, default=False, help="write the batch files and print the sbatch commands without submitting")
+    slurm.add_argument("--slurm_sbatch_template", default=None, help="bash script with the cluster setup, put at the top of the batch script (default: launcher/slurm_template.sh)")
+    slurm.add_argument("--slurm_requeue", type=str2bool, nargs="?", const=True, default=True, help="requeue a job at its time limit (SIGUSR1 trap) or on preemption")
+    slurm.add_argument("--slurm_requeue_signal_s", type=int, default=60, help="seconds before the time limit when the job gets SIGUSR1 and requeues itself")
+    slurm.add_argument("--slurm_sbatch_args", default="", help="extra sbatch options, e.g. '--account=me --qos=high'")
+    return parser
+
+
+def _module_name(run: str) -> str:
+    if run.endswith(".py"):
+        path = os.path.relpath(os.path.abspath(run))
+        return path[: -len(".py")].replace(os.sep, ".")
+    return run
+
+
+def load_run_description(run: str) -> RunDescription:
+    """Import ``run`` (``experiments.smoke_pbt`` or ``experiments/smoke_pbt.py``) and return its RUN_DESCRIPTION."""
+    name = _module_name(run)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            package, _, _ = name.rpartition(".")
+            candidates: List[str] = []
+            if package:
+                try:
+                    pkg = importlib.import_module(package)
+                    for directory in getattr(pkg, "__path__", []):
+                        candidates += [f"{package}.{f[:-3]}" for f in os.listdir(directory) if f.endswith(".py") and f != "__init__.py"]
+                except ImportError:
+                    pass
+            raise ConfigError(
+                f"--run={run}: no module {name!r} (run from the repository root, or check the name).{did_you_mean(name, candidates)}"
+            ) from None
+        raise
+    description = getattr(module, "RUN_DESCRIPTION", None)
+    if not isinstance(description, RunDescription):
+        raise ConfigError(
+            f"--run={run}: module {name!r} has no RUN_DESCRIPTION (a launcher.RunDescription); define "
+            f"RUN_DESCRIPTION = RunDescription('name', experiments=[Experiment(...)])."
+        )
+    return description
+
+
+def _write_manifest(run_dir: str, backend: str, members: List[Member]) -> None:
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, "members.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"backend": backend, "members": [m.to_dict() for m in members]}, f, indent=1)
+    os.replace(tmp, path)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("[%(asctime)s][launcher][%(levelname)s] %(message)s", datefmt="%H:%M:%S"))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+
+
+def launch(args: argparse.Namespace) -> int:
+    """Run the parsed command line; returns the exit status. Raises PbtError on bad input."""
+    description = load_run_description(args.run)
+    members = description.members(args.train_dir)
+    run_dir = description.run_dir(args.train_dir)
+    log.info("run %s: %d member(s) in %d experiment(s) -> %s", description.run_name, len(members), len(description.experiments), run_dir)
+    if args.dry_run:
+        for member in members:
+            log.info("[%s] %s", member.name, member.shell_cmd)
+        return 0
+    if os.path.isdir(run_dir):
+        log.info("%s exists: members resume from their workspace and checkpoints", run_dir)
+    if args.backend == "processes":
+        from launcher.backends import processes
+
+        options = processes.ProcessesOptions(
+            max_parallel=args.max_parallel,
+            num_gpus=args.num_gpus,
+            experiments_per_gpu=args.experiments_per_gpu,
+            pause_between=args.pause_between,
+            max_restarts=args.max_restarts,
+            restart_delay=args.restart_delay,
+            kill_timeout=args.kill_timeout,
+        )
+        _write_manifest(run_dir, args.backend, members)
+        return processes.run(members, options)
+    from launcher.backends import slurm
+
+    slurm_options = slurm.SlurmOptions(
+        partition=args.slurm_partition,
+        gpus_per_job=args.slurm_gpus_per_job,
+        cpus_per_gpu=args.slurm_cpus_per_gpu,
+        timeout=args.slurm_timeout,
+        print_only=args.slurm_print_only,
+        sbatch_template=args.slurm_sbatch_template,
+        requeue=args.slurm_requeue,
+        requeue_signal_s=args.slurm_requeue_signal_s,
+        sbatch_args=args.slurm_sbatch_args,
+        max_parallel=args.max_parallel,
+    )
+    _write_manifest(run_dir, args.backend, members)
+    return slurm.run(description.run_name, members, slurm_options)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = launcher_argparser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        return launch(args)
+    except PbtError as exc:
+        log.error("%s", exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
