@@ -56,6 +56,7 @@ class PbtMember:
         self.params: Dict[str, Any] = current_params(cfg, self.pbt.mutation)
         self.resume_record: Optional[Record] = None
         self.start_frame = 0
+        self.replaced_at_frame = 0
         self.last_iteration = -1
         self.best_interval_objective: Optional[float] = None
         self.rng = random.Random(pbt_seed(self.pbt, int(cfg.get("seed", 0)), 0))
@@ -90,16 +91,24 @@ class PbtMember:
     def started(self, frame: int) -> None:
         """Called once the agent is built and restored: the member's own frame count at start."""
         self.start_frame = int(frame)
+        self.replaced_at_frame = self.last_replacement_frame()
         self.last_iteration = self.start_frame // self.pbt.interval_steps
         self.rng = random.Random(pbt_seed(self.pbt, int(self.cfg.get("seed", 0)), self.start_frame))
 
-    def exploited(self, frame: int, params: Mapping[str, Any]) -> None:
+    def exploited(self, frame: int, params: Mapping[str, Any], replaced: bool) -> None:
         """After an in-place exploit: new hyperparameters in force, frames counted anew from here
         (as after a restart), hysteresis forgotten."""
         self.params = dict(params)
         self.apply_params(self.params)
         self.start_frame = int(frame)
+        if replaced:
+            self.replaced_at_frame = int(frame)
         self.best_interval_objective = None
+
+    def last_replacement_frame(self) -> int:
+        """Frame of this member's last weight replacement, from its own lineage (0: never)."""
+        events = [e for e in self.workspace.read_lineage() if e.get("action") == REPLACE]
+        return int(events[-1].get("frame", 0)) if events else 0
 
     # -- the iteration ------------------------------------------------------------------------
     def due(self, frame: int) -> bool:
@@ -116,7 +125,8 @@ class PbtMember:
         """Publish, scan the population, decide, and log the decision (the caller acts on it)."""
         iteration = frame // self.pbt.interval_steps
         self.last_iteration = iteration
-        own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns)
+        own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
+                                  frames_since_replace=frame - self.replaced_at_frame)
         peers = self.workspace.latest_records(max_iteration=iteration)
         peers[self.pbt.policy_idx] = own
         member = MemberState(own, self.best_interval_objective, frame - self.start_frame)

@@ -17,6 +17,7 @@ from pbt.errors import CorruptRecordError, WorkspaceError
 from pbt.inplace import SETTERS, apply_hyperparameters, changed, load_weights, rebuild_keys
 from pbt.objective import ObjectiveTracker
 from pbt.selection import KEEP, REPLACE, Decision
+from pbt.vecenv import EPISODE_RETURN_KEY
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class WorkerObserver(AlgoObserver):
         self.cfg = cfg
         self.algo: Any = None
         self.tracker: Optional[ObjectiveTracker] = None
+        self.returns: Optional[ObjectiveTracker] = None
         self.objective_key = str(cfg.get("pbt", {}).get("objective", "true_objective"))
         self.member: Any = None
         self.start_frame = 0
@@ -47,6 +49,7 @@ class WorkerObserver(AlgoObserver):
     def after_init(self, algo: Any) -> None:
         self.algo = algo
         self.tracker = ObjectiveTracker(self.objective_key, int(algo.num_actors))
+        self.returns = ObjectiveTracker(EPISODE_RETURN_KEY, int(algo.num_actors))
         checkpoint = str(self.cfg.get("checkpoint") or "")
         if checkpoint:
             self.restore(load_state_file(checkpoint), checkpoint)
@@ -69,7 +72,9 @@ class WorkerObserver(AlgoObserver):
 
     def process_infos(self, infos: Any, done_indices: torch.Tensor) -> None:
         if self.tracker is not None:
-            self.tracker.update(infos, done_indices.reshape(-1).tolist())
+            done = done_indices.reshape(-1).tolist()
+            self.tracker.update(infos, done)
+            self.returns.update(infos, done)
 
     def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
         """End of an epoch (rollout and update done): log, and run a PBT iteration when one is due.
@@ -92,7 +97,8 @@ class WorkerObserver(AlgoObserver):
     # -- PBT ----------------------------------------------------------------------------------------
     def pbt_iteration(self, frame: int, objective: Optional[float]) -> None:
         member = self.member
-        recent = list(self.tracker.recent) if self.tracker is not None and self.tracker.seen else []
+        scoring = self.scoring()
+        recent = list(scoring.recent) if scoring is not None else []
         decision = member.iterate(frame, objective, self.algo.get_full_state_weights(), recent)
         if decision.action == KEEP:
             self.log_decision(decision.action, decision, decision.reason, frame, objective)
@@ -138,9 +144,10 @@ class WorkerObserver(AlgoObserver):
         # configured value even where an adaptive schedule had moved it.
         apply_hyperparameters(self.algo, {k: v for k, v in decision.params_after.items() if k in SETTERS})
         self.algo.update_lr(self.algo.last_lr)  # a loaded optimizer state carries the donor's lr
-        member.exploited(frame, decision.params_after)
+        member.exploited(frame, decision.params_after, replaced=decision.action == REPLACE)
         if self.tracker is not None:
             self.tracker.reset()
+            self.returns.reset()
         elapsed_ms = (time.perf_counter() - start) * 1000
         self.log_decision(decision.action, decision, decision.reason, frame, objective, "inplace", "")
         log.info("exploited in place in %.1f ms (frame %d, epoch %d, lr %.6g, weights %s)", elapsed_ms,
@@ -170,14 +177,17 @@ class WorkerObserver(AlgoObserver):
             return math.nan
         return float(meter.get_mean()[0])
 
-    def objective(self) -> Optional[float]:
-        """The objective: the env's key when it reports one, else the mean episode reward."""
-        if self.tracker is None or not self.tracker.ready:
+    def scoring(self) -> Optional[ObjectiveTracker]:
+        """The tracker PBT ranks by: the env's objective key when it reports it, else episode returns."""
+        if self.tracker is None:
             return None
-        if self.tracker.seen:
-            return self.tracker.value
-        reward = self.mean_reward()
-        return None if math.isnan(reward) else reward
+        return self.tracker if self.tracker.seen else self.returns
+
+    def objective(self) -> Optional[float]:
+        """The objective: the env's key when it reports one, else the mean episode return (both over
+        each env's last finished episode, known once every env finished two episodes)."""
+        scoring = self.scoring()
+        return None if scoring is None else scoring.value
 
     def summary(self, wall_time: float) -> "Any":
         from pbt.worker import RunSummary

@@ -34,6 +34,9 @@ class Record:
     """Unix time the record was written."""
     episode_returns: List[float] = field(default_factory=list)
     """Recent per-episode objectives, kept for noise-aware comparisons."""
+    frames_since_replace: int = 0
+    """Frames this member trained since its weights last came from a donor (or since it started
+    fresh): the "ready" rule keeps younger members from being replaced or used as donors."""
     version: int = RECORD_VERSION
 
     def to_dict(self) -> Dict[str, Any]:
@@ -58,6 +61,7 @@ class Record:
                 checksum=str(data["checksum"]),
                 time=float(data.get("time", 0.0)),
                 episode_returns=[float(x) for x in data.get("episode_returns") or []],
+                frames_since_replace=int(data.get("frames_since_replace", 0)),
                 version=int(data.get("version", RECORD_VERSION)),
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -12,11 +12,18 @@ ENV_NAME = "pbt_vecenv"
 VECENV_TYPE = "PBT_VECENV"
 
 
+#: infos key under which each finished episode's undiscounted return is reported (per env; the
+#: entries of envs that just finished are meaningful). The objective falls back to it.
+EPISODE_RETURN_KEY = "episode_return"
+
+
 class TaskVecEnv(IVecEnv):
-    """Presents a task object with ``reset()``/``step()`` over torch tensors to rl_games."""
+    """Presents a task object with ``reset()``/``step()`` over torch tensors to rl_games, and adds
+    each finished episode's return to the infos (``episode_return``) for the PBT objective."""
 
     def __init__(self, task: Any) -> None:
         self.task = task
+        self.returns: Optional[torch.Tensor] = None
         num_obs, num_actions = int(task.num_obs), int(task.num_actions)
         obs_space = getattr(task, "observation_space", None)
         act_space = getattr(task, "action_space", None)
@@ -24,9 +31,17 @@ class TaskVecEnv(IVecEnv):
         self.action_space = act_space or gym.spaces.Box(-1.0, 1.0, (num_actions,), dtype=np.float32)
 
     def step(self, actions: torch.Tensor) -> Tuple[Any, torch.Tensor, torch.Tensor, Dict[str, Any]]:
-        return self.task.step(actions)
+        obs, reward, done, extras = self.task.step(actions)
+        if self.returns is None or self.returns.shape != reward.shape or self.returns.device != reward.device:
+            self.returns = torch.zeros_like(reward, dtype=torch.float32)
+        self.returns += reward.float()
+        extras = dict(extras) if extras is not None else {}
+        extras[EPISODE_RETURN_KEY] = self.returns.clone()
+        self.returns.masked_fill_(done.bool().reshape(self.returns.shape), 0.0)
+        return obs, reward, done, extras
 
     def reset(self) -> Any:
+        self.returns = None
         return self.task.reset()
 
     def get_number_of_agents(self) -> int:

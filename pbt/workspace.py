@@ -703,6 +703,7 @@ class Workspace:
         params: Mapping[str, Any],
         state: Mapping[str, Any],
         episode_returns: Iterable[float] = (),
+        frames_since_replace: int = 0,
     ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record.
 
@@ -710,7 +711,8 @@ class Workspace:
         Returns the published record. Raises WorkspaceError when writing fails or the state holds
         an object a weights-only checkpoint cannot carry.
         """
-        return self.publish(iteration, frame, objective, params, serialize_state(state), episode_returns)
+        return self.publish(iteration, frame, objective, params, serialize_state(state), episode_returns,
+                            frames_since_replace)
 
     def publish(
         self,
@@ -720,6 +722,7 @@ class Workspace:
         params: Mapping[str, Any],
         checkpoint_bytes: bytes,
         episode_returns: Iterable[float] = (),
+        frames_since_replace: int = 0,
     ) -> Record:
         """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``."""
         if iteration < 0:
@@ -741,6 +744,7 @@ class Workspace:
             checksum=sha256_hex(checkpoint_bytes),
             time=time.time(),
             episode_returns=returns,
+            frames_since_replace=int(frames_since_replace),
         )
         record_bytes = record_to_yaml(record)
         record_path = self.own_dir / record_name(iteration)
