@@ -10,7 +10,7 @@ NUM_POLICIES = 8
 _cmd = (
     "python -m pbt.train task=Pendulum pbt=pbt_default "
     "num_envs=512 max_frames=20000000 "
-    "pbt.interval_steps=1000000 pbt.start_after=2000000 pbt.initial_delay=4000000"
+    "pbt.interval_steps=1000000 pbt.start_after=2000000 pbt.ready_after=2000000 pbt.initial_delay=4000000"
 )
 
 _params = ParamGrid([(("pbt.policy_idx", "seed"), [(i, 1000 + i) for i in range(NUM_POLICIES)])])

@@ -11,7 +11,7 @@ NUM_POLICIES = 8
 _cmd = (
     "python -m pbt.train task=Reacher pbt=pbt_default "
     "num_envs=1024 max_frames=30000000 "
-    "pbt.interval_steps=1000000 pbt.start_after=3000000 pbt.initial_delay=6000000"
+    "pbt.interval_steps=1000000 pbt.start_after=3000000 pbt.ready_after=3000000 pbt.initial_delay=6000000"
 )
 
 _params = ParamGrid([(("pbt.policy_idx", "seed"), [(i, 3000 + i) for i in range(NUM_POLICIES)])])

@@ -12,7 +12,7 @@ NUM_POLICIES = 4
 _cmd = (
     "python -m pbt.train task=Pendulum pbt=pbt_default "
     "num_envs=256 max_frames=500000 "
-    "pbt.interval_steps=100000 pbt.start_after=0 pbt.initial_delay=0 "
+    "pbt.interval_steps=100000 pbt.start_after=0 pbt.initial_delay=0 pbt.ready_after=100000 "
     "sim_device=cpu rl_device=cpu torch_threads=1"
 )
 

@@ -83,6 +83,28 @@ class PbtConfig:
     """Threshold rule: leaders/underperformers lie more than this many stds from the mean."""
     threshold_abs: float = 0.025
     """Threshold rule: ... and more than this (objective units) from the mean."""
+    threshold_abs_relative: bool = True
+    """Threshold rule: ``threshold_abs`` is a fraction of the population's objective range
+    (max - min), so it means the same at any reward scale; false: objective units (Isaac Lab)."""
+    ready_after: int = 10_000_000
+    """The "ready" rule: a member is neither replaced nor used as a donor until it has trained this
+    many frames since it started or last took a donor's weights (DexPBT's start_after generalised
+    to every exploit). 0 disables it."""
+    significance: Optional[float] = 0.05
+    """Noise-aware replacement: replace weights only when the donor's recent per-episode
+    objectives are higher than this member's with a one-sided Welch t-test p-value below this
+    (as in the original PBT paper). null disables the test (means only)."""
+    min_mutations: int = 1
+    """A mutation step changes at least this many whitelisted hyperparameters (forcing extra ones
+    when the per-key coin flips changed fewer), so explore really explores. 0: upstream behaviour."""
+    discount_change_min: float = 1.1
+    """mutate_discount's own change range: 1 - x is multiplied or divided by k ~ U(min, max)."""
+    discount_change_max: float = 1.2
+    """Upper end of mutate_discount's change range."""
+    bounds: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    """Typed bounds per mutated key: ``{min: .., max: .., scale: log|linear}``. Every mutated value
+    is clamped into [min, max]; ``scale: linear`` makes mutate_float step additively by
+    (k - 1) * (max - min) instead of multiplying by k."""
     mutation: Dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MUTATION))
     """Mutation scheme: full config key (``train.params.config.gamma``) -> mutation function name."""
     restarted: bool = False
@@ -156,6 +178,16 @@ class PbtConfig:
         _require(math.isfinite(self.change_max) and self.change_max >= self.change_min, "change_max",
                  self.change_max, f"a finite number >= pbt.change_min ({self.change_min})")
         _require(self.interval_steps > 0, "interval_steps", self.interval_steps, "> 0")
+        _require(self.ready_after >= 0, "ready_after", self.ready_after, ">= 0")
+        _require(self.min_mutations >= 0, "min_mutations", self.min_mutations, ">= 0")
+        _require(self.significance is None or 0.0 < self.significance < 1.0, "significance",
+                 self.significance, "in (0, 1), or null to compare means only")
+        _require(math.isfinite(self.discount_change_min) and self.discount_change_min >= 1.0,
+                 "discount_change_min", self.discount_change_min, "a finite number >= 1")
+        _require(math.isfinite(self.discount_change_max) and self.discount_change_max >= self.discount_change_min,
+                 "discount_change_max", self.discount_change_max,
+                 f"a finite number >= pbt.discount_change_min ({self.discount_change_min})")
+        self.bounds = _to_bounds(self.bounds)
         _require(self.start_after >= 0, "start_after", self.start_after, ">= 0")
         _require(self.initial_delay >= 0, "initial_delay", self.initial_delay, ">= 0")
         _require(self.num_policies >= 1, "num_policies", self.num_policies, ">= 1")
@@ -207,8 +239,9 @@ def check_policy_idx(policy_idx: int, num_policies: int) -> None:
 
 # -- type coercion ------------------------------------------------------------------------------
 
-_BOOL_FIELDS = ("enabled", "dbg_mode", "restarted", "resume")
-_INT_FIELDS = ("policy_idx", "num_policies", "interval_steps", "start_after", "initial_delay")
+_BOOL_FIELDS = ("enabled", "dbg_mode", "restarted", "resume", "threshold_abs_relative")
+_INT_FIELDS = ("policy_idx", "num_policies", "interval_steps", "start_after", "initial_delay", "ready_after",
+               "min_mutations")
 _STR_FIELDS = ("workspace", "objective", "selection", "restart_mode")
 
 
@@ -226,6 +259,10 @@ def _coerce(name: str, value: Any) -> Any:
         raise _type_error(name, value, "a string")
     if name == "seed":
         return None if value is None else _to_int(name, value)
+    if name == "significance":
+        return None if value is None else _to_float(name, value)
+    if name == "bounds":
+        return _to_bounds(value)
     if name == "mutation":
         return _to_scheme(value)
     return _to_float(name, value)
@@ -259,6 +296,36 @@ def _parse_number(value: Any) -> Optional[float]:
         except ValueError:
             return None
     return None
+
+
+BOUND_SCALES = ("log", "linear")
+
+
+def _to_bounds(value: Any) -> Dict[str, Dict[str, Any]]:
+    """``{key: {min, max, scale}}`` with numbers checked; ConfigError saying what is wrong."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _type_error("bounds", value, "a mapping of config key -> {min, max, scale}")
+    bounds: Dict[str, Dict[str, Any]] = {}
+    for key, spec in value.items():
+        if not isinstance(spec, Mapping):
+            raise _type_error(f"bounds['{key}']", spec, "a mapping with min, max and/or scale")
+        unknown = sorted(set(map(str, spec)) - {"min", "max", "scale"})
+        if unknown:
+            raise ConfigError(f"pbt.bounds['{key}'] has unknown field(s) {', '.join(unknown)}: use min, max, scale.")
+        low = None if spec.get("min") is None else _to_float(f"bounds['{key}'].min", spec["min"])
+        high = None if spec.get("max") is None else _to_float(f"bounds['{key}'].max", spec["max"])
+        scale = str(spec.get("scale", "log"))
+        if scale not in BOUND_SCALES:
+            raise ConfigError(f"pbt.bounds['{key}'].scale must be one of {', '.join(BOUND_SCALES)}, got {scale!r}.")
+        if low is not None and high is not None and low > high:
+            raise ConfigError(f"pbt.bounds['{key}']: min {low} > max {high}; swap them.")
+        if scale == "linear" and (low is None or high is None):
+            raise ConfigError(f"pbt.bounds['{key}']: scale linear needs both min and max (the step is a "
+                              "fraction of max - min).")
+        bounds[str(key)] = {"min": low, "max": high, "scale": scale}
+    return bounds
 
 
 def _to_scheme(value: Any) -> Dict[str, str]:

@@ -7,7 +7,7 @@ reproducible from a seed. Functions are looked up by name in ``MUTATION_FUNCS`` 
 import logging
 import math
 import random
-from typing import Any, Callable, Dict, List, Mapping
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from pbt.config import get_by_key, has_key, missing_key_error
 from pbt.errors import ConfigError, did_you_mean
@@ -22,7 +22,10 @@ EPS_CLIP_RANGE = (0.01, 0.3)
 MINI_EPOCHS_RANGE = (1, 8)
 """Clamp of ``mutate_mini_epochs``."""
 DISCOUNT_CHANGE_RANGE = (1.1, 1.2)
-"""Fixed change range of ``mutate_discount`` (as upstream: large gamma changes upset the critic)."""
+"""Default change range of ``mutate_discount`` (as upstream: large gamma changes upset the critic);
+``pbt.discount_change_min/max`` set it."""
+DISCOUNT_FUNCS = frozenset(["mutate_discount"])
+"""Functions that take the discount change range instead of change_min/change_max."""
 
 
 def _as_float(value: Any) -> float:
@@ -82,14 +85,14 @@ def mutate_mini_epochs(value: Any, rng: random.Random, change_min: float, change
 
 
 def mutate_discount(value: Any, rng: random.Random, change_min: float, change_max: float) -> float:
-    """``1 - mutate_float(1 - x)`` with the change range fixed at [1.1, 1.2] (change_min/max unused).
+    """``1 - mutate_float(1 - x)``; :func:`mutate` passes the discount range (default [1.1, 1.2]).
 
     For x in (0, 1) the result stays in (0, 1): when growing 1-x would reach 1 (x <= 0) the change
     goes the other way, and if float rounding still leaves the interval, x is returned unchanged.
     """
     current = _as_float(value)
     inverse = 1.0 - current
-    factor = rng.uniform(*DISCOUNT_CHANGE_RANGE)
+    factor = rng.uniform(change_min, change_max)
     result = 1.0 - (inverse / factor if rng.random() < 0.5 else inverse * factor)
     if 0.0 < current < 1.0 and not 0.0 < result < 1.0:
         result = 1.0 - inverse / factor
@@ -128,25 +131,70 @@ def mutate(
     change_min: float,
     change_max: float,
     rng: random.Random,
+    min_mutations: int = 0,
+    bounds: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    discount_range: Tuple[float, float] = DISCOUNT_CHANGE_RANGE,
 ) -> Dict[str, Any]:
     """Return a copy of ``params`` with each scheme key mutated independently w.p. ``mutation_rate``.
 
     Keys are visited in sorted order (reproducible for a seed whatever the dict order). Keys of
-    ``params`` that are not in ``scheme`` are copied unchanged.
+    ``params`` that are not in ``scheme`` are copied unchanged. When fewer than ``min_mutations``
+    values changed, further keys (drawn at random among the unchanged ones) are mutated until
+    enough changed or none is left. ``bounds`` (``{key: {min, max, scale}}``) clamps every mutated
+    value; ``scale: linear`` turns mutate_float's x*k into an additive step of (k-1)*(max-min).
     """
+    bounds = bounds or {}
     mutated = dict(params)
-    for key in sorted(params):
-        if key not in scheme:
-            continue
-        if rng.random() >= mutation_rate:
-            continue
-        func = get_mutation_func(scheme[key])
-        try:
-            mutated[key] = func(params[key], rng, change_min, change_max)
-        except ConfigError as exc:
-            raise ConfigError(f"Mutating '{key}' failed: {exc}") from exc
-        logger.info("PBT mutation: %s %r -> %r (%s)", key, params[key], mutated[key], scheme[key])
+    keys = [key for key in sorted(params) if key in scheme]
+    for key in keys:
+        if rng.random() < mutation_rate:
+            mutated[key] = _mutate_one(key, params[key], scheme[key], rng, change_min, change_max, bounds,
+                                       discount_range)
+    unchanged = [key for key in keys if mutated[key] == params[key]]
+    while len(keys) - len(unchanged) < min_mutations and unchanged:
+        key = unchanged.pop(rng.randrange(len(unchanged)))
+        mutated[key] = _mutate_one(key, params[key], scheme[key], rng, change_min, change_max, bounds,
+                                   discount_range)
+        if mutated[key] == params[key]:  # e.g. already at a clamp: the next draw may still move it
+            mutated[key] = _mutate_one(key, params[key], scheme[key], rng, change_min, change_max, bounds,
+                                       discount_range)
     return mutated
+
+
+def _mutate_one(key: str, value: Any, name: str, rng: random.Random, change_min: float, change_max: float,
+                bounds: Mapping[str, Mapping[str, Any]], discount_range: Tuple[float, float]) -> Any:
+    func = get_mutation_func(name)
+    low, high = discount_range if name in DISCOUNT_FUNCS else (change_min, change_max)
+    bound = bounds.get(key)
+    try:
+        if bound is not None and bound.get("scale") == "linear" and name in ("mutate_float", "mutate_float_min_1"):
+            step = (rng.uniform(low, high) - 1.0) * (float(bound["max"]) - float(bound["min"]))
+            new = _as_float(value) + (step if rng.random() < 0.5 else -step)
+        else:
+            new = func(value, rng, low, high)
+    except ConfigError as exc:
+        raise ConfigError(f"Mutating '{key}' failed: {exc}") from exc
+    if bound is not None:
+        new = clamp(new, bound.get("min"), bound.get("max"))
+    logger.info("PBT mutation: %s %r -> %r (%s)", key, value, new, name)
+    return new
+
+
+def clamp(value: Any, low: Optional[float], high: Optional[float]) -> Any:
+    """Clamp into [low, high] (either may be None); ints stay ints."""
+    result = value
+    if low is not None and result < low:
+        result = low
+    if high is not None and result > high:
+        result = high
+    return int(round(result)) if isinstance(value, int) and not isinstance(value, bool) else float(result)
+
+
+def mutate_params(params: Mapping[str, Any], cfg: Any, rng: random.Random) -> Dict[str, Any]:
+    """:func:`mutate` with every setting taken from a :class:`pbt.config.PbtConfig`."""
+    return mutate(params, cfg.mutation, cfg.mutation_rate, cfg.change_min, cfg.change_max, rng,
+                  min_mutations=cfg.min_mutations, bounds=cfg.bounds,
+                  discount_range=(cfg.discount_change_min, cfg.discount_change_max))
 
 
 def validate_scheme(scheme: Mapping[str, str], resolved_config: Mapping[str, Any]) -> None:

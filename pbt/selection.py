@@ -20,7 +20,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.config import PbtConfig, check_policy_idx
 from pbt.errors import ConfigError, did_you_mean
-from pbt.mutation import mutate
+from pbt.mutation import mutate_params
+from pbt.stats import welch_greater
 from pbt.record import Record
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def initial_mutation(params: Mapping[str, Any], cfg: PbtConfig, rng: random.Rand
     """
     if cfg.restarted or cfg.selection == "threshold":
         return dict(params)
-    return mutate(params, cfg.mutation, cfg.mutation_rate, cfg.change_min, cfg.change_max, rng)
+    return mutate_params(params, cfg, rng)
 
 
 # -- population snapshot ---------------------------------------------------------------------------
@@ -193,7 +194,7 @@ def _keep(own: MemberState, reason: str) -> Decision:
 def _act(own: MemberState, donor: Optional[Record], base: Mapping[str, Any], reason: str,
          cfg: PbtConfig, rng: random.Random) -> Decision:
     """Mutate ``base`` params; replace weights with ``donor``'s when given, else keep own weights."""
-    after = mutate(base, cfg.mutation, cfg.mutation_rate, cfg.change_min, cfg.change_max, rng)
+    after = mutate_params(base, cfg, rng)
     action = REPLACE if donor is not None else MUTATE
     return Decision(action, donor, reason, dict(own.record.params), after)
 
@@ -219,6 +220,31 @@ def _timing_gate(own: MemberState, cfg: PbtConfig) -> Optional[str]:
     if own.record.frame < cfg.initial_delay:
         return f"initial_delay: frame {_fmt(own.record.frame)} < {_fmt(cfg.initial_delay)}"
     return None
+
+
+def _ready_gate(own: MemberState, cfg: PbtConfig) -> Optional[str]:
+    """The ready rule: a member that took a donor's weights (or started) less than ready_after frames
+    ago is not judged yet: its objective still reflects the start, not its hyperparameters."""
+    if own.record.frames_since_replace < cfg.ready_after:
+        return (f"not ready: {_fmt(own.record.frames_since_replace)} of ready_after {_fmt(cfg.ready_after)} "
+                "frames since it started or took a donor's weights")
+    return None
+
+
+def is_ready(record: Record, cfg: PbtConfig) -> bool:
+    """May this member be a donor (the ready rule)?"""
+    return record.frames_since_replace >= cfg.ready_after
+
+
+def _significance(donor: Record, own: Record, cfg: PbtConfig) -> Tuple[bool, str]:
+    """(donor significantly better?, text) by a one-sided Welch t-test on per-episode objectives."""
+    if cfg.significance is None:
+        return True, ""
+    p = welch_greater(donor.episode_returns, own.episode_returns)
+    if p is None:
+        return False, (f"; too few episode samples for a significance test ({len(donor.episode_returns)} "
+                       f"donor, {len(own.episode_returns)} own)")
+    return p < cfg.significance, f"; Welch p={p:.3g} vs significance {cfg.significance:g}"
 
 
 def _unknown_gate(own: MemberState) -> Optional[str]:
@@ -272,7 +298,7 @@ def _decide_dexpbt(own: MemberState, peers: Sequence[Record], cfg: PbtConfig,
                    rng: random.Random) -> Decision:
     idx = own.record.policy_idx
     check_policy_idx(idx, cfg.num_policies)
-    timing = _timing_gate(own, cfg) or _unknown_gate(own)
+    timing = _timing_gate(own, cfg) or _unknown_gate(own) or _ready_gate(own, cfg)
     if timing is not None:
         return _keep(own, timing)
     view = population_view(own.record, peers, cfg.num_policies)
@@ -280,9 +306,10 @@ def _decide_dexpbt(own: MemberState, peers: Sequence[Record], cfg: PbtConfig,
     gate = None if cfg.dbg_mode else _dexpbt_gates(own, view, ranking, cfg)
     if gate is not None:
         return _keep(own, gate)
-    candidates = _records(view, [i for i in _best_group(ranking, view, cfg) if i != idx])
+    candidates = [r for r in _records(view, [i for i in _best_group(ranking, view, cfg) if i != idx])
+                  if is_ready(r, cfg)]
     if not candidates:
-        return _keep(own, "no other member with a known objective in the best group")
+        return _keep(own, "no other ready member with a known objective in the best group")
     return _dexpbt_act(own, view, rng.choice(candidates), cfg, rng)
 
 
@@ -300,8 +327,11 @@ def _dexpbt_act(own: MemberState, view: Mapping[int, Optional[Record]], donor: R
                f"absolute threshold {_fmt(abs_threshold)}")
     own_params = dict(own.record.params)
     if delta > std_threshold and delta > abs_threshold:
-        base = _merge_params(own_params, donor) if rng.random() < 0.5 else own_params
-        return _act(own, donor, base, f"replace: {numbers}", cfg, rng)
+        significant, test = _significance(donor, own.record, cfg)
+        if significant:
+            base = _merge_params(own_params, donor) if rng.random() < 0.5 else own_params
+            return _act(own, donor, base, f"replace: {numbers}{test}", cfg, rng)
+        return _act(own, None, own_params, f"mutate only, lead not significant: {numbers}{test}", cfg, rng)
     return _act(own, None, own_params, f"mutate only, lead too small: {numbers}", cfg, rng)
 
 
@@ -311,8 +341,9 @@ def _dexpbt_act(own: MemberState, view: Mapping[int, Optional[Record]], donor: R
 def _cuts(objectives: Sequence[float], cfg: PbtConfig) -> Tuple[float, float, float, float]:
     """(mean, std, upper cut, lower cut) of the known objectives."""
     mean, std = mean_std(objectives)
-    upper = max(mean + cfg.threshold_std * std, mean + cfg.threshold_abs)
-    lower = min(mean - cfg.threshold_std * std, mean - cfg.threshold_abs)
+    margin = cfg.threshold_abs * (max(objectives) - min(objectives)) if cfg.threshold_abs_relative else cfg.threshold_abs
+    upper = max(mean + cfg.threshold_std * std, mean + margin)
+    lower = min(mean - cfg.threshold_std * std, mean - margin)
     return mean, std, upper, lower
 
 
@@ -320,7 +351,7 @@ def _decide_threshold(own: MemberState, peers: Sequence[Record], cfg: PbtConfig,
                       rng: random.Random) -> Decision:
     idx = own.record.policy_idx
     check_policy_idx(idx, cfg.num_policies)
-    unknown = _unknown_gate(own)
+    unknown = _unknown_gate(own) or _ready_gate(own, cfg)
     if unknown is not None:
         return _keep(own, unknown)
     view = population_view(own.record, peers, cfg.num_policies)
@@ -333,15 +364,19 @@ def _decide_threshold(own: MemberState, peers: Sequence[Record], cfg: PbtConfig,
     if own_objective is not None and not own_objective < lower:
         return _keep(own, f"not an underperformer: objective {_fmt(own_objective)} >= lower cut "
                           f"({numbers})")
-    leaders = _records(view, [i for i, o in known.items() if o > upper and i != idx])
+    leaders = [r for r in _records(view, [i for i, o in known.items() if o > upper and i != idx])
+               if is_ready(r, cfg)]
     own_params = dict(own.record.params)
     if not leaders:
-        reason = f"underperformer, no leader: mutate only ({numbers})"
+        reason = f"underperformer, no ready leader: mutate only ({numbers})"
         return _act(own, None, own_params, reason, cfg, rng)
     donor = rng.choice(leaders)
     reason = (f"underperformer (objective {_fmt(own_objective)}), leader {donor.policy_idx} "
               f"objective {_fmt(donor.objective)} ({numbers})")
-    return _act(own, donor, _merge_params(own_params, donor), f"replace: {reason}", cfg, rng)
+    significant, test = _significance(donor, own.record, cfg)
+    if not significant:
+        return _act(own, None, own_params, f"mutate only, lead not significant: {reason}{test}", cfg, rng)
+    return _act(own, donor, _merge_params(own_params, donor), f"replace: {reason}{test}", cfg, rng)
 
 
 _RULES: Dict[str, Callable[[MemberState, Sequence[Record], PbtConfig, random.Random], Decision]] = {

@@ -81,12 +81,19 @@ def test_mutate_mini_epochs_steps_and_clamps() -> None:
         mutate_mini_epochs(4.5, ScriptedRng(coins=(0.1,)), 1.1, 1.5)
 
 
-def test_mutate_discount_uses_fixed_range() -> None:
+def test_mutate_discount_uses_the_range_it_is_given() -> None:
     rng = ScriptedRng(uniform=1.2, coins=(0.9,))
-    # 1 - (1 - 0.99) * 1.2 = 0.988; the config's change range is ignored, as upstream.
-    assert mutate_discount(0.99, rng, 2.0, 3.0) == pytest.approx(0.988)
+    # 1 - (1 - 0.99) * 1.2 = 0.988
+    assert mutate_discount(0.99, rng, 1.1, 1.2) == pytest.approx(0.988)
     assert rng.uniform_calls == [(1.1, 1.2)]
     assert mutate_discount(0.99, ScriptedRng(uniform=1.25, coins=(0.1,)), 2.0, 3.0) == pytest.approx(0.992)
+
+
+def test_mutate_passes_the_discount_range_not_the_float_range() -> None:
+    rng = ScriptedRng(uniform=1.2, coins=(0.0, 0.9))  # mutate (coin < rate), then grow 1 - x
+    out = mutate({"g": 0.99}, {"g": "mutate_discount"}, 1.0, 2.0, 3.0, rng, discount_range=(1.15, 1.25))
+    assert rng.uniform_calls == [(1.15, 1.25)]
+    assert out["g"] == pytest.approx(0.988)
 
 
 def test_mutate_discount_never_leaves_unit_interval() -> None:
@@ -275,3 +282,32 @@ def _mutated_keys(seed: int) -> List[str]:
 def test_mutation_choices_vary_with_seed() -> None:
     assert len({tuple(_mutated_keys(seed)) for seed in range(20)}) > 5
     assert not math.isnan(mutate_float(1.0, random.Random(0), 1.1, 1.5))
+
+
+def test_min_mutations_forces_a_change_when_the_coins_changed_nothing() -> None:
+    scheme = {"a": "mutate_float", "b": "mutate_float", "c": "mutate_mini_epochs"}
+    params = {"a": 1.0, "b": 2.0, "c": 4}
+    for seed in range(50):
+        out = mutate(params, scheme, 0.0, 1.1, 1.5, random.Random(seed), min_mutations=1)
+        assert sum(out[k] != params[k] for k in params) == 1
+        assert mutate(params, scheme, 0.0, 1.1, 1.5, random.Random(seed)) == params
+
+
+def test_bounds_clamp_every_mutated_value_and_keep_ints() -> None:
+    scheme = {"lr": "mutate_float", "epochs": "mutate_mini_epochs"}
+    bounds = {"lr": {"min": 1e-4, "max": 2e-4, "scale": "log"}, "epochs": {"min": 3, "max": 4, "scale": "log"}}
+    for seed in range(100):
+        out = mutate({"lr": 1.5e-4, "epochs": 4}, scheme, 1.0, 1.1, 3.0, random.Random(seed), bounds=bounds)
+        assert 1e-4 <= out["lr"] <= 2e-4
+        assert out["epochs"] in (3, 4) and isinstance(out["epochs"], int)
+
+
+def test_linear_scale_steps_additively_within_the_range() -> None:
+    bounds = {"x": {"min": 0.0, "max": 10.0, "scale": "linear"}}
+    steps = set()
+    for seed in range(100):
+        out = mutate({"x": 5.0}, {"x": "mutate_float"}, 1.0, 1.1, 1.2, random.Random(seed), bounds=bounds)
+        step = out["x"] - 5.0
+        assert 1.0 - 1e-9 <= abs(step) <= 2.0 + 1e-9  # (k - 1) * (max - min), k in [1.1, 1.2]
+        steps.add(step > 0)
+    assert steps == {True, False}

@@ -29,7 +29,7 @@ CRIPPLED = 3
 def member_cmd(idx: int, ws: Path, runs: Path, mode_args=()):
     cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", f"pbt.policy_idx={idx}",
            f"pbt.num_policies={N}", f"pbt.workspace={ws}", "pbt.interval_steps=100000", "pbt.start_after=0",
-           "pbt.initial_delay=0", "max_frames=500000", "num_envs=256", "sim_device=cpu", "rl_device=cpu",
+           "pbt.initial_delay=0", "pbt.ready_after=100000", "max_frames=500000", "num_envs=256", "sim_device=cpu", "rl_device=cpu",
            "experiment=e2e", f"train_dir={runs}", *mode_args]
     if idx == CRIPPLED:  # learns nothing: a constant, tiny learning rate
         cmd += ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7"]

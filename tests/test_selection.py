@@ -1,4 +1,5 @@
 """Tests of pbt.selection: each DexPBT and threshold rule on hand-built populations, plus properties."""
+import dataclasses
 import math
 import random
 from typing import Any, Dict, List, Optional, Sequence
@@ -37,9 +38,14 @@ def rec(idx: int, objective: Optional[float], iteration: int = 5, frame: int = F
                   checkpoint=f"{iteration:06d}.pth", checksum="0" * 64)
 
 
+#: The upstream rules exactly: the protections against exploiting noise (ready rule, significance
+#: test, at least one mutation, spread-relative threshold_abs) are tested on their own below.
+UPSTREAM = dict(ready_after=0, significance=None, min_mutations=0, threshold_abs_relative=False)
+
+
 def cfg_for(n: int = 8, idx: int = 0, **kwargs: Any) -> PbtConfig:
     values: Dict[str, Any] = dict(enabled=True, num_policies=n, policy_idx=idx, mutation=SCHEME,
-                                  start_after=1_000_000, initial_delay=2_000_000, mutation_rate=1.0)
+                                  start_after=1_000_000, initial_delay=2_000_000, mutation_rate=1.0, **UPSTREAM)
     values.update(kwargs)
     return PbtConfig(**values)
 
@@ -318,7 +324,7 @@ def test_threshold_no_leader_mutates_own() -> None:
     # k = 1: mean 75, std 43.3: upper 118.3 (nobody above), lower 31.7: member 0 underperforms.
     decision = threshold(state(0, 0.0), {1: 100.0, 2: 100.0, 3: 100.0}, threshold_std=1.0)
     assert decision.action == "mutate" and decision.donor is None
-    assert "no leader" in decision.reason and decision.params_after != OWN_PARAMS
+    assert "no ready leader" in decision.reason and decision.params_after != OWN_PARAMS
 
 
 def test_threshold_non_underperformer_keeps() -> None:
@@ -356,6 +362,8 @@ def test_initial_mutation() -> None:
     assert initial_mutation(OWN_PARAMS, cfg_for(restarted=True), rng) == OWN_PARAMS
     assert initial_mutation(OWN_PARAMS, cfg_for(selection="threshold"), rng) == OWN_PARAMS
     assert initial_mutation(OWN_PARAMS, cfg_for(mutation_rate=0.0), rng) == OWN_PARAMS
+    changed = initial_mutation(OWN_PARAMS, cfg_for(mutation_rate=0.0, min_mutations=1), rng)
+    assert sum(changed[k] != OWN_PARAMS[k] for k in OWN_PARAMS) == 1
 
 
 # -- properties -----------------------------------------------------------------------------------
@@ -454,3 +462,64 @@ def test_mean_std_matches_population_std_and_is_robust() -> None:
     assert mean_std([0.1 + 1e-17 * i for i in range(7)])[1] >= 0.0
     mean, std = mean_std([1e308, -1e308])
     assert mean == 0.0 and std == pytest.approx(1e308)
+
+
+# -- protection against exploiting noise ----------------------------------------------------------
+
+
+def rec_ready(idx: int, objective: float, frames_since_replace: int, returns=()) -> Record:
+    return dataclasses.replace(rec(idx, objective), frames_since_replace=frames_since_replace,
+                               episode_returns=list(returns))
+
+
+def test_ready_rule_protects_a_member_whose_objective_is_temporarily_behind() -> None:
+    # Member 0 took a donor's weights 0.2M frames ago and is still behind: not judged yet.
+    cfg = cfg_for(ready_after=1_000_000)
+    own = MemberState(rec_ready(0, 10.0, 200_000), None, FRAME)
+    peers = [rec_ready(i, o, FRAME) for i, o in {1: 100.0, 2: 99.0, 3: 98.0, 4: 60.0, 5: 55.0, 6: 50.0, 7: 45.0}.items()]
+    decision = decide(own, peers, cfg, random.Random(0))
+    assert decision.action == "keep" and decision.reason.startswith("not ready")
+    ready = MemberState(rec_ready(0, 10.0, 1_000_000), None, FRAME)
+    assert decide(ready, peers, cfg, random.Random(0)).action == "replace"
+
+
+def test_members_that_are_not_ready_are_never_donors() -> None:
+    cfg = cfg_for(ready_after=1_000_000, replace_fraction_best=0.3)
+    own = MemberState(rec_ready(0, 10.0, FRAME), None, FRAME)
+    fresh = {1: 100.0, 2: 99.0}  # just replaced: leading on borrowed weights
+    peers = [rec_ready(i, o, 100_000) for i, o in fresh.items()]
+    peers += [rec_ready(i, o, FRAME) for i, o in {3: 98.0, 4: 60.0, 5: 55.0, 6: 50.0, 7: 45.0}.items()]
+    for seed in range(20):
+        decision = decide(own, peers, cfg, random.Random(seed))
+        assert decision.donor_idx in (None, 3)
+
+
+def test_significance_blocks_a_lead_that_is_only_noise() -> None:
+    cfg = cfg_for(significance=0.05, replace_threshold_frac_std=0.0, replace_threshold_frac_absolute=0.0)
+    noisy = random.Random(1)
+    own_returns = [noisy.gauss(10.0, 20.0) for _ in range(30)]
+    donor_returns = [noisy.gauss(11.0, 20.0) for _ in range(30)]
+    objectives = {1: 100.0, 2: 99.0, 3: 98.0, 4: 60.0, 5: 55.0, 6: 50.0, 7: 45.0}
+    peers = [rec_ready(i, o, FRAME, donor_returns) for i, o in objectives.items()]
+    own = MemberState(rec_ready(0, 10.0, FRAME, own_returns), None, FRAME)
+    decision = decide(own, peers, cfg, random.Random(0))
+    assert decision.action == "mutate" and "not significant" in decision.reason and "Welch p=" in decision.reason
+    clear = [rec_ready(i, o, FRAME, [x + 100.0 for x in donor_returns]) for i, o in objectives.items()]
+    decision = decide(own, clear, cfg, random.Random(0))
+    assert decision.action == "replace" and "Welch p=" in decision.reason
+
+
+def test_significance_without_samples_does_not_replace() -> None:
+    cfg = cfg_for(significance=0.05)
+    objectives = {1: 100.0, 2: 99.0, 3: 98.0, 4: 60.0, 5: 55.0, 6: 50.0, 7: 45.0}
+    decision = run(state(0, 10.0), objectives, significance=0.05)
+    assert decision.action == "mutate" and "too few episode samples" in decision.reason
+    assert cfg.significance == 0.05
+
+
+def test_relative_threshold_abs_means_the_same_at_any_scale() -> None:
+    base = {1: 100.0, 2: 52.0, 3: 50.0, 4: 48.0, 5: 45.0, 6: 40.0, 7: 35.0}
+    for scale in (1e-3, 1.0, 1e4):
+        objectives = {i: o * scale for i, o in base.items()}
+        decision = threshold(state(0, 0.0), objectives, threshold_abs=0.1, threshold_abs_relative=True)
+        assert decision.action == "replace" and decision.donor_idx == 1, scale
