@@ -107,6 +107,10 @@ class PbtConfig:
     (k - 1) * (max - min) instead of multiplying by k."""
     mutation: Dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MUTATION))
     """Mutation scheme: full config key (``train.params.config.gamma``) -> mutation function name."""
+    initial_mutation: bool = True
+    """A fresh member mutates its starting hyperparameters once so the population starts diverse
+    (DexPBT). false: start from the hyperparameters given (e.g. an ablation that seeds both arms with
+    the same samples)."""
     restarted: bool = False
     """Set on the argv of a re-executed worker; a fresh member mutates its hyperparameters once only
     when this is False."""
@@ -239,7 +243,7 @@ def check_policy_idx(policy_idx: int, num_policies: int) -> None:
 
 # -- type coercion ------------------------------------------------------------------------------
 
-_BOOL_FIELDS = ("enabled", "dbg_mode", "restarted", "resume", "threshold_abs_relative")
+_BOOL_FIELDS = ("enabled", "dbg_mode", "restarted", "resume", "threshold_abs_relative", "initial_mutation")
 _INT_FIELDS = ("policy_idx", "num_policies", "interval_steps", "start_after", "initial_delay", "ready_after",
                "min_mutations")
 _STR_FIELDS = ("workspace", "objective", "selection", "restart_mode")

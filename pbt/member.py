@@ -184,9 +184,12 @@ class PbtMember:
         objective: Optional[float],
         mode: Optional[str] = None,
         mode_reason: str = "",
+        decided_at: Optional[float] = None,
     ) -> None:
+        now = time.time()
         self.workspace.append_lineage({
-            "time": time.time(),
+            "time": now,
+            "decided_at": now if decided_at is None else decided_at,
             "policy_idx": self.pbt.policy_idx,
             "iteration": iteration,
             "frame": frame,

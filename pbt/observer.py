@@ -34,6 +34,8 @@ class WorkerObserver(AlgoObserver):
         self.objective_key = str(cfg.get("pbt", {}).get("objective", "true_objective"))
         self.member: Any = None
         self.start_frame = 0
+        self.first_step_pending = True
+        self.decided_at = 0.0
 
     def prepare(self) -> Dict[str, Any]:
         """Start-up work that may change the config before the task and agent are built."""
@@ -71,6 +73,11 @@ class WorkerObserver(AlgoObserver):
                  self.algo.optimizer.param_groups[0]["lr"], model_fingerprint(self.algo.model.state_dict())[:16])
 
     def process_infos(self, infos: Any, done_indices: torch.Tensor) -> None:
+        if self.first_step_pending:
+            # For benchmarks/exploit_latency.py: the wall time of the first env step taken with new
+            # weights (after start, restart or in-place exploit); lineage entries carry decision times.
+            self.first_step_pending = False
+            log.info("first env step with current weights at t=%.6f (frame %d)", time.time(), self.algo.frame)
         if self.tracker is not None:
             done = done_indices.reshape(-1).tolist()
             self.tracker.update(infos, done)
@@ -100,6 +107,7 @@ class WorkerObserver(AlgoObserver):
         scoring = self.scoring()
         recent = list(scoring.recent) if scoring is not None else []
         decision = member.iterate(frame, objective, self.algo.get_full_state_weights(), recent)
+        self.decided_at = time.time()
         if decision.action == KEEP:
             self.log_decision(decision.action, decision, decision.reason, frame, objective)
             return
@@ -148,6 +156,7 @@ class WorkerObserver(AlgoObserver):
         if self.tracker is not None:
             self.tracker.reset()
             self.returns.reset()
+        self.first_step_pending = True
         elapsed_ms = (time.perf_counter() - start) * 1000
         self.log_decision(decision.action, decision, decision.reason, frame, objective, "inplace", "")
         log.info("exploited in place in %.1f ms (frame %d, epoch %d, lr %.6g, weights %s)", elapsed_ms,
@@ -160,7 +169,7 @@ class WorkerObserver(AlgoObserver):
         after = decision.params_after if action != KEEP else decision.params_before
         member.append_lineage(action, decision.donor if action == REPLACE else None, reason, decision.params_before,
                               after, frame=frame, iteration=member.last_iteration, objective=objective, mode=mode,
-                              mode_reason=mode_reason)
+                              mode_reason=mode_reason, decided_at=self.decided_at)
         log.info("PBT policy %d iteration %d: %s%s (%s)", member.pbt.policy_idx, member.last_iteration, action,
                  f" [{mode}]" if mode else "", reason)
 

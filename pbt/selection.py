@@ -102,7 +102,7 @@ def initial_mutation(params: Mapping[str, Any], cfg: PbtConfig, rng: random.Rand
     Returns the params unchanged for a restarted member (``cfg.restarted``) and for the threshold
     rule, which (as in Isaac Lab) has no initial mutation.
     """
-    if cfg.restarted or cfg.selection == "threshold":
+    if cfg.restarted or not cfg.initial_mutation or cfg.selection == "threshold":
         return dict(params)
     return mutate_params(params, cfg, rng)
 
