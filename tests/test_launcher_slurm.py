@@ -274,3 +274,48 @@ def test_hydra_submitit_multirun_population(slurm_cluster: None, tmp_path: Path)
     assert result.returncode == 0, result.stdout[-4000:]
     run_dirs = sorted(p.name for p in train_dir.iterdir() if p.name.startswith("hsl"))
     assert len(run_dirs) == 2, (run_dirs, result.stdout[-4000:])
+
+
+def test_smoke_population_trains_on_slurm_and_a_cancelled_member_resumes(slurm_cluster: None, tmp_path: Path) -> None:
+    """The real thing: experiments.smoke_pbt (4 real workers) through the launcher's slurm backend.
+
+    Member 3 is scancelled once it has published a record; the others finish; member 3 is
+    resubmitted with the generated submit.sh and resumes from its newest checkpoint.
+    """
+    from pbt.workspace import Workspace
+
+    train_dir = tmp_path / "train"
+    result = subprocess.run([sys.executable, "-m", "launcher.run", "--run=experiments.smoke_pbt", "--backend=slurm",
+                             f"--train_dir={train_dir}", "--slurm_gpus_per_job=0", "--slurm_cpus_per_gpu=1"],
+                            cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout
+    (job,) = re.findall(r"submitted job array (\d+)", result.stdout)
+    exp_dir = train_dir / "smoke_pbt" / "pendulum"
+    ws_root = exp_dir / "workspace"
+    try:
+        workspace = Workspace(ws_root, 0, 4)
+        wait_until(lambda: workspace.latest_record(3) is not None, 150, "member 3's first record", poll=1.0)
+        assert _slurm("scancel", f"{job}_3").returncode == 0
+        wait_until(lambda: job_state(f"{job}_3") == "CANCELLED", 30, "member 3 to be cancelled")
+        cancelled_at = workspace.latest_record(3)
+        wait_until(lambda: all(job_state(f"{job}_{i}") == "COMPLETED" for i in range(3)), 240,
+                   "members 0-2 to finish", poll=1.0)
+        submit = subprocess.run(["bash", str(exp_dir / "slurm" / "submit.sh"), "3"], stdout=subprocess.PIPE,
+                                universal_newlines=True, timeout=60)
+        assert submit.returncode == 0
+        new_job = submit.stdout.strip().split(";")[0]
+        wait_until(lambda: job_state(f"{new_job}_3") == "COMPLETED", 240, "resubmitted member 3 to finish", poll=1.0)
+    finally:
+        _slurm("scancel", job)
+
+    for idx in range(4):
+        record = workspace.latest_record(idx)
+        assert record is not None and record.frame >= 400_000, (idx, record)
+        lineage = workspace.read_lineage(idx)
+        assert [e["reason"] for e in lineage].count("initial mutation of a fresh member") == 1
+        assert any(e["iteration"] >= 1 for e in lineage), f"member {idx}: no PBT iteration"
+    resumed = [e for e in workspace.read_lineage(3) if e["iteration"] > cancelled_at.iteration]
+    assert resumed and resumed[0]["frame"] > cancelled_at.frame
+    logs = "".join(p.read_text() for p in (exp_dir / "logs").glob("*03*.log"))
+    assert f"resumes from its iteration {cancelled_at.iteration}" in logs, logs[-3000:]
