@@ -1,6 +1,6 @@
 """DexPBT's AllegroKuka reorientation experiment (IsaacGymEnvs ``allegro_kuka_reorientation_pbt_lstm.py``).
 
-8 members of the LSTM policy on AllegroKukaLSTM, 10^10 frames each. Needs Isaac Gym +
+8 members of the LSTM policy on AllegroKukaLSTM (its default env is reorientation), 10^10 frames each. Needs Isaac Gym +
 IsaacGymEnvs (Python 3.8) and NVIDIA GPUs. On a 4-GPU machine, two members per GPU:
 
     python -m launcher.run --run=experiments.isaacgym_allegro_kuka_pbt --backend=processes \\
@@ -20,7 +20,7 @@ from launcher import Experiment, ParamGrid, RunDescription
 NUM_POLICIES = 8
 
 _cmd = (
-    "python -m pbt.train task=isaacgym/AllegroKukaLSTM task/env=reorientation headless=True seed=-1 "
+    "python -m pbt.train task=isaacgym/AllegroKukaLSTM headless=True seed=-1 "
     "max_frames=10000000000 "
     "pbt=pbt_default pbt/mutation=allegro_kuka_mutation "
     "pbt.interval_steps=20000000 pbt.start_after=100000000 pbt.ready_after=100000000 pbt.initial_delay=200000000 "
