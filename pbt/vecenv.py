@@ -48,12 +48,16 @@ class TaskVecEnv(IVecEnv):
         return 1
 
     def get_env_info(self) -> Dict[str, Any]:
-        return {
+        info = {
             "action_space": self.action_space,
             "observation_space": self.observation_space,
             "agents": 1,
             "value_size": 1,
         }
+        num_states = int(getattr(self.task, "num_states", 0) or 0)
+        if num_states > 0:  # asymmetric actor-critic (IsaacGymEnvs tasks with a privileged state)
+            info["state_space"] = gym.spaces.Box(-np.inf, np.inf, (num_states,), dtype=np.float32)
+        return info
 
     def set_train_info(self, env_frames: int, *args: Any, **kwargs: Any) -> None:
         if hasattr(self.task, "set_train_info"):

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pbt.devices import default_torch_threads, resolve_device
 from pbt.errors import ConfigError
-from pbt.registry import TaskRef, build_task, parse_task
+from pbt.registry import TaskRef, build_task, parse_task, prepare_backend
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +93,13 @@ def rl_games_params(cfg: Dict[str, Any]) -> Dict[str, Any]:
 
 def run(cfg: DictConfig) -> RunSummary:
     """Train one worker as configured; return (and log) its summary."""
+    ref = task_ref(cfg)
+    prepare_backend(ref)  # Isaac Gym must be imported before torch
     from rl_games.torch_runner import Runner  # imports torch: keep it off the config path
 
     from pbt.observer import WorkerObserver
     from pbt.vecenv import register_task
 
-    ref = task_ref(cfg)
     plain = prepare_config(cfg)
     observer = WorkerObserver(plain)
     plain = observer.prepare()
