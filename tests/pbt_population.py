@@ -1,0 +1,89 @@
+"""A real, short PBT population run once per test session and shared by the observability tests
+(status, analyze, TensorBoard, replay): 4 Pendulum members on CPU with short PBT intervals, member 3
+crippled (constant learning rate 1e-7) so that it is replaced. About a minute on 2 cores.
+
+Each test module's session fixture calls :func:`population`; the run happens once per session
+(the result is cached under pytest's session temp dir) however many modules use it.
+"""
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List
+
+import yaml
+
+from conftest import REPO, worker_env
+
+N = 4
+CRIPPLED = 3
+INTERVAL = 40_000
+MAX_FRAMES = 250_000
+NUM_ENVS = 256
+EXPERIMENT = "obs"
+
+
+@dataclass
+class Population:
+    root: Path
+    workspace: Path
+    runs: Path
+    logs: List[str]
+    seconds: float
+
+    def lineage(self, idx: int) -> List[Dict]:
+        path = self.workspace / f"{idx:03d}" / "lineage.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def summaries(self, idx: int) -> Path:
+        return self.runs / f"{EXPERIMENT}_pbt{idx:03d}" / "summaries"
+
+
+def _pbt_keys() -> set:
+    return set(yaml.safe_load((REPO / "configs" / "pbt" / "pbt_default.yaml").read_text()))
+
+
+def member_cmd(idx: int, ws: Path, runs: Path) -> List[str]:
+    cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", f"pbt.policy_idx={idx}",
+           f"pbt.num_policies={N}", f"pbt.workspace={ws}", f"pbt.interval_steps={INTERVAL}", "pbt.start_after=0",
+           "pbt.initial_delay=0", f"max_frames={MAX_FRAMES}", f"num_envs={NUM_ENVS}", "sim_device=cpu",
+           "rl_device=cpu", "torch_threads=1", f"experiment={EXPERIMENT}", f"train_dir={runs}"]
+    if "ready_after" in _pbt_keys():
+        cmd.append("pbt.ready_after=0")
+    if idx == CRIPPLED:  # learns nothing: a constant, tiny learning rate
+        cmd += ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7"]
+    return cmd
+
+
+def population(tmp_path_factory) -> Population:
+    """The session's population (run on first use)."""
+    root = tmp_path_factory.getbasetemp() / "pbt_population"
+    marker = root / "done.json"
+    if marker.exists():
+        data = json.loads(marker.read_text())
+        return _checked(Population(root, root / "ws", root / "runs", data["logs"], data["seconds"]))
+    root.mkdir(parents=True, exist_ok=True)
+    ws, runs = root / "ws", root / "runs"
+    start = time.time()
+    procs = []
+    for idx in range(N):
+        log = open(root / f"worker{idx}.log", "w")
+        procs.append((subprocess.Popen(member_cmd(idx, ws, runs), cwd=str(root), env=worker_env(),
+                                       stdout=log, stderr=subprocess.STDOUT), log))
+    codes = []
+    for proc, log in procs:
+        codes.append(proc.wait(timeout=300))
+        log.close()
+    logs = [(root / f"worker{idx}.log").read_text() for idx in range(N)]
+    assert codes == [0] * N, "\n\n".join(text[-2000:] for text in logs)
+    seconds = time.time() - start
+    marker.write_text(json.dumps({"logs": logs, "seconds": seconds}))
+    return _checked(Population(root, ws, runs, logs, seconds))
+
+
+def _checked(result: Population) -> Population:
+    replaced = [e for idx in range(N) for e in result.lineage(idx) if e["action"] == "replace"]
+    assert replaced, "the population made no replacement; the observability tests need one"
+    return result
