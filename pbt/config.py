@@ -20,6 +20,8 @@ SELECTION_RULES: Tuple[str, ...] = ("dexpbt", "threshold")
 """Names accepted by ``pbt.selection``."""
 RESTART_MODES: Tuple[str, ...] = ("inplace", "exec")
 """Names accepted by ``pbt.restart_mode``."""
+WRITE_ERROR_POLICIES: Tuple[str, ...] = ("retry", "fail")
+"""Names accepted by ``pbt.on_write_error``."""
 
 _PREFIX = "train.params.config."
 
@@ -121,6 +123,20 @@ class PbtConfig:
     milliseconds) or "exec" (the process re-executes itself with the new overrides, seconds).
     Changes that need a rebuild (num_envs, horizon_length, network, task parameters...) always use
     exec; the lineage records which mode was used and why."""
+    heartbeat_interval: float = 30.0
+    """Seconds between two heartbeats: a daemon thread of each member rewrites
+    ``<workspace>/<idx:03d>/heartbeat`` (pid, host, frame, time) this often, also during long epochs."""
+    heartbeat_timeout: float = 600.0
+    """A member whose heartbeat is older than this many seconds is reported dead: a warning names it,
+    and it is no donor unless its record is still the population best. A lock left by a dead member
+    on another host is taken over after this long (on the same host: as soon as its PID is gone)."""
+    on_write_error: str = "retry"
+    """When publishing to the workspace fails (disk full, read-only, permissions): "retry" logs the
+    error, keeps training and tries again at the next PBT interval; "fail" stops the worker."""
+    overwrite: bool = False
+    """With ``resume=false``: start this member over even though it has records, after moving its
+    directory aside to ``<idx:03d>.old-<time>`` (nothing is deleted). Without it such a start is
+    refused. Leave it out of launcher commands: a rerun would start the member over again."""
     resume: bool = True
     """A member started on a workspace where its policy_idx already has records resumes from its
     newest intact checkpoint with that record's hyperparameters (unless ``checkpoint=`` is given)."""
@@ -208,6 +224,22 @@ class PbtConfig:
                 f"Unknown pbt.restart_mode='{self.restart_mode}'."
                 f"{did_you_mean(self.restart_mode, RESTART_MODES, n=1)} Valid modes: {', '.join(RESTART_MODES)}."
             )
+        _require(math.isfinite(self.heartbeat_interval) and self.heartbeat_interval > 0, "heartbeat_interval",
+                 self.heartbeat_interval, "a number of seconds > 0")
+        _require(math.isfinite(self.heartbeat_timeout) and self.heartbeat_timeout >= 2 * self.heartbeat_interval,
+                 "heartbeat_timeout", self.heartbeat_timeout,
+                 f"at least twice pbt.heartbeat_interval ({self.heartbeat_interval:g} s)")
+        if self.on_write_error not in WRITE_ERROR_POLICIES:
+            raise ConfigError(
+                f"Unknown pbt.on_write_error='{self.on_write_error}'."
+                f"{did_you_mean(self.on_write_error, WRITE_ERROR_POLICIES, n=1)} "
+                f"Valid values: {', '.join(WRITE_ERROR_POLICIES)}."
+            )
+        if self.overwrite and self.resume:
+            raise ConfigError(
+                "pbt.overwrite=true only applies with pbt.resume=false (start over, moving the old records "
+                "aside). Set pbt.resume=false to start over, or drop pbt.overwrite to continue the member."
+            )
 
     def _check_mutation_names(self) -> None:
         # Imported here: pbt.mutation imports this module for flatten/get_by_key.
@@ -243,10 +275,11 @@ def check_policy_idx(policy_idx: int, num_policies: int) -> None:
 
 # -- type coercion ------------------------------------------------------------------------------
 
-_BOOL_FIELDS = ("enabled", "dbg_mode", "restarted", "resume", "threshold_abs_relative", "initial_mutation")
+_BOOL_FIELDS = ("enabled", "dbg_mode", "restarted", "resume", "threshold_abs_relative", "initial_mutation",
+                "overwrite")
 _INT_FIELDS = ("policy_idx", "num_policies", "interval_steps", "start_after", "initial_delay", "ready_after",
                "min_mutations")
-_STR_FIELDS = ("workspace", "objective", "selection", "restart_mode")
+_STR_FIELDS = ("workspace", "objective", "selection", "restart_mode", "on_write_error")
 
 
 def _coerce(name: str, value: Any) -> Any:

@@ -9,9 +9,9 @@ import logging
 import random
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set
 
 from pbt.config import PbtConfig, set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
@@ -19,6 +19,7 @@ from pbt.mutation import current_params, validate_scheme
 from pbt.record import Record
 from pbt.restart import build_restart_argv
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
+from pbt.liveness import ALIVE, FINISHED, LOCK_FILE, STALE, MemberLiveness, PeerStatus, peer_status
 from pbt.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,48 @@ class RestartPlan:
 
     checkpoint: Path
     argv: List[str]
+
+
+def disallowed_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[int]:
+    """Members that must not be donors: the stale (dead-looking) ones, except those whose record
+    holds the population's best objective (then their weights are still the best there is).
+
+    Pure: ``records`` are the newest records the member ranks (its own included), ``stale`` the
+    indices whose heartbeat is older than ``pbt.heartbeat_timeout``.
+    """
+    records = list(records)
+    stale = set(stale)
+    known = [float(r.objective) for r in records if r.has_objective]  # type: ignore[arg-type]
+    best = max(known) if known else None
+    return {r.policy_idx for r in records
+            if r.policy_idx in stale and not (r.has_objective and r.objective == best)}
+
+
+def restrict_donors(records: Iterable[Record], disallowed: Iterable[int]) -> List[Record]:
+    """The records to hand to :func:`pbt.selection.decide`, with the ``disallowed`` members still
+    ranked (objective, group sizes, spread and known-objective count unchanged) but never taken as
+    donors.
+
+    Selection takes a donor only if it passes the ready rule (``frames_since_replace >=
+    pbt.ready_after``, with ``ready_after >= 0``); a disallowed member's record is handed over with
+    ``frames_since_replace = -1``, which no ready rule accepts. Nothing else in selection reads a
+    peer's ``frames_since_replace``.
+    """
+    banned = set(disallowed)
+    return [replace(r, frames_since_replace=-1) if r.policy_idx in banned else r for r in records]
+
+
+def is_io_error(exc: BaseException) -> bool:
+    """True when ``exc`` (a WorkspaceError) was caused by the OS refusing a read or write (disk
+    full, read-only filesystem, permissions, I/O error), not by bad data."""
+    seen = 0
+    current: Optional[BaseException] = exc
+    while current is not None and seen < 10:
+        if isinstance(current, OSError):
+            return True
+        current = current.__cause__
+        seen += 1
+    return False
 
 
 def pbt_seed(cfg: PbtConfig, run_seed: int, frame: int) -> int:
@@ -60,29 +103,87 @@ class PbtMember:
         self.last_iteration = -1
         self.best_interval_objective: Optional[float] = None
         self.rng = random.Random(pbt_seed(self.pbt, int(cfg.get("seed", 0)), 0))
+        self.liveness: Optional[MemberLiveness] = None
+        self.peer_states: Dict[int, str] = {}
+        self.pending_lineage: List[Dict[str, Any]] = []
+        self.write_failing = False
 
     # -- start-up -----------------------------------------------------------------------------
     def startup(self) -> Dict[str, Any]:
-        """Resume from the workspace, or mutate a fresh member once; return the updated config."""
-        if not self.pbt.restarted and not self.cfg.get("checkpoint"):
-            record = self.workspace.latest_record(self.pbt.policy_idx, verify=True) if self.pbt.resume else None
+        """Check the workspace is writable, lock this member's index (refusing if another live
+        process holds it), resume from the workspace or mutate a fresh member once, and start the
+        heartbeat; return the updated config."""
+        self.workspace.probe_writable()
+        self.liveness = MemberLiveness(self.workspace.own_dir, self.pbt.policy_idx, self.pbt.heartbeat_interval,
+                                       self.pbt.heartbeat_timeout)
+        self.liveness.acquire()
+        try:
+            if not self.pbt.restarted and not self.cfg.get("checkpoint"):
+                self._resume_or_start()
+            self.liveness.start()
+        except BaseException:
+            self.liveness.release()
+            raise
+        self.apply_params(self.params)
+        return self.cfg
+
+    def _resume_or_start(self) -> None:
+        idx, root = self.pbt.policy_idx, self.workspace.root
+        if self.pbt.resume:
+            record = self.workspace.latest_record(idx, verify=True)
             if record is not None:
                 self.resume_record = record
                 self.params = {k: v for k, v in record.params.items() if k in self.pbt.mutation}
                 log.info("PBT policy %d resumes from its iteration %d (frame %d) in %s",
-                         self.pbt.policy_idx, record.iteration, record.frame, self.workspace.root)
-            elif self.workspace.newest_iteration() is not None:
+                         idx, record.iteration, record.frame, root)
+                return
+            if self.workspace.newest_iteration() is not None:
                 raise ConfigError(
-                    f"pbt.resume=false but policy {self.pbt.policy_idx} already has records in "
-                    f"{self.workspace.root}. Use another pbt.workspace, or pbt.resume=true to continue."
+                    f"policy {idx} has records in {self.workspace.own_dir} but none is intact (every "
+                    "checkpoint is missing or fails its checksum; the warnings above name them), so it "
+                    "cannot resume. Start it over with pbt.resume=false pbt.overwrite=true (moves its "
+                    "directory aside, deletes nothing), or restore the files."
                 )
-            else:
-                before = dict(self.params)
-                self.params = initial_mutation(self.params, self.pbt, self.rng)
-                self.append_lineage(MUTATE, None, "initial mutation of a fresh member", before, self.params,
-                                    frame=0, iteration=0, objective=None, mode="startup")
-        self.apply_params(self.params)
-        return self.cfg
+            lineage = self.workspace.read_lineage()
+            if lineage:  # killed before its first record: keep the hyperparameters it started with
+                after = lineage[-1].get("params_after") or {}
+                self.params = {k: after.get(k, v) for k, v in self.params.items()}
+                log.info("PBT policy %d has no record yet but a lineage: starting from frame 0 with its "
+                         "recorded hyperparameters", idx)
+                return
+        elif self.workspace.has_own_files():
+            if not self.pbt.overwrite:
+                raise ConfigError(
+                    f"pbt.resume=false but policy {idx} already has records in {root}. Continue it with "
+                    "pbt.resume=true (the default), start it over with pbt.overwrite=true (moves its "
+                    f"directory aside to {idx:03d}.old-<time>; nothing is deleted), or use another pbt.workspace."
+                )
+            moved = self.workspace.move_aside()
+            assert self.liveness is not None
+            self.liveness.acquire()  # the lock moved with the directory
+            for old in moved:  # our own lock moved along with the directory: drop that copy
+                if (old / LOCK_FILE).exists():
+                    (old / LOCK_FILE).unlink()
+            log.warning("PBT policy %d starts over (pbt.overwrite=true): its old files were moved to %s",
+                        idx, ", ".join(str(p) for p in moved))
+        before = dict(self.params)
+        self.params = initial_mutation(self.params, self.pbt, self.rng)
+        self.append_lineage(MUTATE, None, "initial mutation of a fresh member", before, self.params,
+                            frame=0, iteration=0, objective=None, mode="startup")
+
+    def heartbeat(self, frame: int) -> None:
+        """Tell the heartbeat thread the frame count (called after every epoch; cheap)."""
+        if self.liveness is not None:
+            self.liveness.frame = int(frame)
+
+    def lost_lock(self) -> Optional[str]:
+        """Why this process no longer holds its member's lock (None while it does)."""
+        return None if self.liveness is None else self.liveness.lost
+
+    def close(self, state: Optional[str] = None) -> None:
+        """Write the last heartbeat (``state``: finished, stopped, exited) and release the lock."""
+        if self.liveness is not None:
+            self.liveness.close(state)
 
     def apply_params(self, params: Mapping[str, Any]) -> None:
         for key, value in params.items():
@@ -91,6 +192,7 @@ class PbtMember:
     def started(self, frame: int) -> None:
         """Called once the agent is built and restored: the member's own frame count at start."""
         self.start_frame = int(frame)
+        self.heartbeat(frame)
         self.replaced_at_frame = self.last_replacement_frame()
         self.last_iteration = self.start_frame // self.pbt.interval_steps
         self.rng = random.Random(pbt_seed(self.pbt, int(self.cfg.get("seed", 0)), self.start_frame))
@@ -129,12 +231,89 @@ class PbtMember:
                                   frames_since_replace=frame - self.replaced_at_frame)
         peers = self.workspace.latest_records(max_iteration=iteration)
         peers[self.pbt.policy_idx] = own
+        stale = [i for i, status in self.check_peers().items() if status.state == STALE]
+        candidates = restrict_donors(peers.values(), disallowed_donors(peers.values(), stale))
         member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
-        decision = decide(member, list(peers.values()), self.pbt, self.rng)
+        decision = decide(member, candidates, self.pbt, self.rng)
         self.best_interval_objective = None
         self.keep_best(peers)
         self.workspace.cleanup(peers)
         return decision
+
+    def try_iterate(
+        self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
+    ) -> Optional[Decision]:
+        """``iterate`` under ``pbt.on_write_error``: when the workspace cannot be written (disk full,
+        read-only...) "retry" logs the error and returns None (the caller keeps training; the next
+        interval tries again), "fail" raises the WorkspaceError."""
+        self.flush_lineage()
+        try:
+            decision = self.iterate(frame, objective, state, episode_returns)
+        except WorkspaceError as exc:
+            if self.pbt.on_write_error == "fail" or not is_io_error(exc):
+                raise
+            self.write_failing = True
+            log.error("PBT policy %d: could not publish iteration %d: %s. Training goes on; the next PBT "
+                      "interval (frame %d) tries again (pbt.on_write_error=retry; set it to fail to stop "
+                      "instead).", self.pbt.policy_idx, self.last_iteration, str(exc).rstrip("."),
+                      (self.last_iteration + 1) * self.pbt.interval_steps)
+            return None
+        if self.write_failing:
+            self.write_failing = False
+            log.info("PBT policy %d: the workspace is writable again; published iteration %d",
+                     self.pbt.policy_idx, self.last_iteration)
+        return decision
+
+    def save_now(
+        self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
+    ) -> Record:
+        """Publish the current state as this iteration's record (before the process stops)."""
+        record = self.workspace.save(frame // self.pbt.interval_steps, frame, objective, self.params, state,
+                                     episode_returns, frames_since_replace=frame - self.replaced_at_frame)
+        self.flush_lineage()
+        return record
+
+    def rollback_candidates(self, own_tries: int = 5) -> Iterator[Record]:
+        """Records to roll back to after a divergence: own newest ones first (at most
+        ``own_tries``), then the peers' newest records, best objective first."""
+        idx = self.pbt.policy_idx
+        max_iteration: Optional[int] = None
+        for _ in range(own_tries):
+            record = self.workspace.latest_record(idx, max_iteration=max_iteration)
+            if record is None:
+                break
+            yield record
+            if record.iteration == 0:
+                break
+            max_iteration = record.iteration - 1
+        peers = [r for i, r in self.workspace.latest_records().items() if i != idx and r.has_objective]
+        for record in sorted(peers, key=lambda r: (-float(r.objective), r.policy_idx)):  # type: ignore[arg-type]
+            yield record
+
+    def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
+        """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""
+        statuses: Dict[int, PeerStatus] = {}
+        for idx in range(self.pbt.num_policies):
+            if idx == self.pbt.policy_idx:
+                continue
+            status = peer_status(self.workspace.member_dir(idx), self.pbt.heartbeat_timeout, now)
+            statuses[idx] = status
+            state = FINISHED if status.beat is not None and status.beat.state == FINISHED else status.state
+            previous = self.peer_states.get(idx)
+            if state == previous:
+                continue
+            self.peer_states[idx] = state
+            if state == STALE:
+                log.warning("PBT policy %d: member %d looks dead (%s; limit pbt.heartbeat_timeout=%g s). It is no "
+                            "donor unless its record is the population best, and the others carry on without it.",
+                            self.pbt.policy_idx, idx, status.describe(), self.pbt.heartbeat_timeout)
+            elif state == FINISHED:
+                log.info("PBT policy %d: member %d finished training (%s)", self.pbt.policy_idx, idx,
+                         status.describe())
+            elif state == ALIVE and previous == STALE:
+                log.warning("PBT policy %d: member %d is alive again (%s)", self.pbt.policy_idx, idx,
+                            status.describe())
+        return statuses
 
     def keep_best(self, records: Mapping[int, Record]) -> None:
         known = [r for r in records.values() if r.has_objective]
@@ -187,7 +366,7 @@ class PbtMember:
         decided_at: Optional[float] = None,
     ) -> None:
         now = time.time()
-        self.workspace.append_lineage({
+        self.pending_lineage.append({
             "time": now,
             "decided_at": now if decided_at is None else decided_at,
             "policy_idx": self.pbt.policy_idx,
@@ -204,3 +383,22 @@ class PbtMember:
             "params_before": dict(before),
             "params_after": dict(after),
         })
+        self.flush_lineage()
+
+    def flush_lineage(self) -> bool:
+        """Append the pending lineage entries; under pbt.on_write_error=retry an I/O failure keeps
+        them pending (logged) for the next try, so a full disk loses no PBT event while the process
+        lives. Returns True when nothing is pending."""
+        while self.pending_lineage:
+            try:
+                self.workspace.append_lineage(self.pending_lineage[0])
+            except WorkspaceError as exc:
+                if self.pbt.on_write_error == "fail" or not is_io_error(exc):
+                    raise
+                log.error("PBT policy %d: could not append to its lineage (%s); %d entr%s kept in memory and "
+                          "written at the next PBT interval", self.pbt.policy_idx, str(exc).rstrip("."),
+                          len(self.pending_lineage),
+                          "y" if len(self.pending_lineage) == 1 else "ies")
+                return False
+            self.pending_lineage.pop(0)
+        return True

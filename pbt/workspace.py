@@ -5,6 +5,9 @@ Layout (compatible with IsaacGymEnvs' DexPBT, so existing tools and habits carry
     <root>/<idx:03d>/<iteration:06d>.pth   checkpoint: torch.save of rl_games' full state
     <root>/<idx:03d>/<iteration:06d>.yaml  its Record (YAML) naming the .pth and its sha256
     <root>/<idx:03d>/lineage.jsonl         append-only JSON lines, one per PBT event of member idx
+    <root>/<idx:03d>/lock, heartbeat       which process trains member idx, and that it is alive
+                                           (pbt/liveness.py writes them with atomic_write_bytes)
+    <root>/<idx:03d>.old-<time>/           a member directory moved aside by pbt.overwrite=true
     <root>/best<idx>/best_obj_..._iter_..._policyNNN.{pth,yaml}
                                            member idx's copy of the best checkpoint it has seen
 
@@ -37,7 +40,8 @@ file that cleanup removes (at once if it carries this process's PID, which survi
 exec; otherwise once untouched for ``stale_tmp_seconds``). ``best<idx>/`` holds one pair (two
 for an instant while it is replaced). So at any time, with C the largest checkpoint::
 
-    files per member directory <= 2 * (max_records + 1) + 1 lineage + 1 in-flight temp
+    files per member directory <= 2 * (max_records + 1) + 1 lineage + lock + heartbeat
+                                  + 2 in-flight temps (a PBT write and a heartbeat)
                                   (+ 1 temp per writer killed in the last stale_tmp_seconds)
     total bytes <= N * (max_records + 2) * C           member directories
                  + N * 2 * C                           best copies
@@ -84,6 +88,10 @@ MAX_RECORD_BYTES = 1024 * 1024
 """A record file larger than this is not ours (a record is about a kilobyte)."""
 
 LINEAGE_FILE = "lineage.jsonl"
+PROBE_FILE = ".write_probe"
+"""Written and removed at start-up to check that the workspace is writable."""
+CONCURRENT_TARGETS = frozenset(["heartbeat"])
+"""Files a thread of the member rewrites while cleanup runs: their temp files are removed by age only."""
 RECORD_SUFFIX = ".yaml"
 CHECKPOINT_SUFFIX = ".pth"
 TMP_SUFFIX = ".tmp"
@@ -693,6 +701,69 @@ class Workspace:
         _check_checkpoint_name(record.checkpoint, f"record of member {record.policy_idx}")
         return self.member_dir(record.policy_idx if member_idx is None else member_idx) / record.checkpoint
 
+    # ---- start-up ----------------------------------------------------------------------------
+
+    def probe_writable(self) -> None:
+        """Write, fsync and remove a small file in this member's directory.
+
+        Raises WorkspaceError saying how to fix it when the workspace is read-only, full or not
+        writable, so a bad ``pbt.workspace`` fails at start-up rather than at the first PBT
+        iteration.
+        """
+        probe = self.own_dir / PROBE_FILE
+        try:
+            atomic_write_bytes(probe, f"{_HOST} {os.getpid()} {time.time()}\n".encode("utf-8"))
+        except WorkspaceError as exc:
+            raise WorkspaceError(
+                f"pbt.workspace={self.root} is not writable: {exc.__cause__ or exc}. Set pbt.workspace to a "
+                "directory every member can write (check permissions, free disk space, and that the "
+                "filesystem is mounted read-write)."
+            ) from exc
+        _remove_quietly(probe)
+
+    def has_own_files(self) -> bool:
+        """True when this member's directory holds any record, checkpoint or lineage."""
+        try:
+            names = os.listdir(str(self.own_dir))
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise WorkspaceError(f"cannot list {self.own_dir}: {exc}") from exc
+        return any(
+            n == LINEAGE_FILE or _iteration_of(n, RECORD_SUFFIX) is not None
+            or _iteration_of(n, CHECKPOINT_SUFFIX) is not None
+            for n in names
+        )
+
+    def move_aside(self) -> List[Path]:
+        """Move this member's directory and its best copy aside (``<idx:03d>.old-<time>``,
+        ``best<idx>.old-<time>``) and create empty ones: a fresh start that deletes nothing.
+
+        Each move is one ``os.rename``; peers scanning meanwhile see the member's records or none.
+        Returns the new paths of what was moved. Raises WorkspaceError when a rename fails.
+        """
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        moved: List[Path] = []
+        for directory in (self.own_dir, self.best_dir):
+            if not directory.exists():
+                continue
+            target = directory.with_name(f"{directory.name}.old-{stamp}")
+            suffix = 1
+            while target.exists():
+                suffix += 1
+                target = directory.with_name(f"{directory.name}.old-{stamp}-{suffix}")
+            try:
+                os.rename(str(directory), str(target))
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise WorkspaceError(
+                    f"cannot move {directory} aside to {target}: {exc}. Move or delete it by hand."
+                ) from exc
+            moved.append(target)
+        _fsync_dir(self.root)
+        self._cache.pop(self.policy_idx, None)
+        return moved
+
     # ---- publishing --------------------------------------------------------------------------
 
     def save(
@@ -749,7 +820,8 @@ class Workspace:
         record_bytes = record_to_yaml(record)
         record_path = self.own_dir / record_name(iteration)
         # Re-publishing an iteration: drop the old record first, so it never names the new bytes.
-        _remove_quietly(record_path)
+        if os.path.lexists(str(record_path)):
+            _remove_quietly(record_path)
         atomic_write_bytes(self.own_dir / record.checkpoint, checkpoint_bytes)
         atomic_write_bytes(record_path, record_bytes)
         logger.debug("member %d published iteration %d (%d bytes)", self.policy_idx, iteration,
@@ -1118,7 +1190,8 @@ class Workspace:
             if match is None:
                 continue
             path = directory / name
-            ours = match.group("host") == _HOST and int(match.group("pid")) == os.getpid()
+            ours = (match.group("host") == _HOST and int(match.group("pid")) == os.getpid()
+                    and match.group("target") not in CONCURRENT_TARGETS)
             if not ours:
                 try:
                     age = now - os.stat(str(path)).st_mtime

@@ -20,5 +20,5 @@ VENV="${VENV38:-${TMPDIR:-/tmp}/pbt-py38-venv}"
 "$VENV/bin/python" -c "import sys; assert sys.version_info[:2] == (3, 8), sys.version"
 PYTHONPATH="$PWD" "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
   tests/test_config.py tests/test_mutation.py tests/test_selection.py tests/test_objective.py tests/test_stats.py \
-  tests/test_workspace.py tests/test_restart.py tests/test_member.py \
+  tests/test_workspace.py tests/test_restart.py tests/test_member.py tests/test_liveness.py tests/test_faults_member.py \
   tests/test_launcher_grid.py tests/test_launcher_processes.py tests/test_core_imports.py
