@@ -1,6 +1,8 @@
-"""A real, short PBT population run once per test session and shared by the observability tests
-(status, analyze, TensorBoard, replay): 4 Pendulum members on CPU with short PBT intervals, member 3
-crippled (constant learning rate 1e-7) so that it is replaced. About a minute on 2 cores.
+"""A real, short PBT population run once per test session and shared by the end-to-end PBT test and
+the observability tests (status, analyze, TensorBoard, replay): 4 Pendulum members on CPU with short
+PBT intervals. Members 2 and 3 are crippled (constant learning rate 1e-7) so that both are replaced:
+member 3 exploits in place (the default), member 2 with ``pbt.restart_mode=exec``, so one run
+checks both modes. About a minute on 2 cores.
 
 Each test module's session fixture calls :func:`population`; the run happens once per session
 (the result is cached under pytest's session temp dir) however many modules use it.
@@ -19,8 +21,10 @@ from conftest import REPO, worker_env
 
 N = 4
 CRIPPLED = 3
+EXEC_CRIPPLED = 2
+MODES = {CRIPPLED: "inplace", EXEC_CRIPPLED: "exec"}
 INTERVAL = 40_000
-MAX_FRAMES = 250_000
+MAX_FRAMES = 300_000
 NUM_ENVS = 256
 EXPERIMENT = "obs"
 
@@ -52,8 +56,9 @@ def member_cmd(idx: int, ws: Path, runs: Path) -> List[str]:
            "rl_device=cpu", "torch_threads=1", f"experiment={EXPERIMENT}", f"train_dir={runs}"]
     if "ready_after" in _pbt_keys():
         cmd.append("pbt.ready_after=0")
-    if idx == CRIPPLED:  # learns nothing: a constant, tiny learning rate
-        cmd += ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7"]
+    if idx in MODES:  # learns nothing: a constant, tiny learning rate
+        cmd += ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7",
+                f"pbt.restart_mode={MODES[idx]}"]
     return cmd
 
 
@@ -84,6 +89,7 @@ def population(tmp_path_factory) -> Population:
 
 
 def _checked(result: Population) -> Population:
-    replaced = [e for idx in range(N) for e in result.lineage(idx) if e["action"] == "replace"]
-    assert replaced, "the population made no replacement; the observability tests need one"
+    for idx in MODES:
+        replaced = [e for e in result.lineage(idx) if e["action"] == "replace"]
+        assert replaced, f"crippled member {idx} was never replaced:\n{result.logs[idx][-3000:]}"
     return result
