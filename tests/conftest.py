@@ -42,3 +42,19 @@ def parse_summary(output: str) -> Dict[str, float]:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+TRAIN_COMMON = ["task=Pendulum", "sim_device=cpu", "rl_device=cpu", "torch_threads=1"]
+
+
+@pytest.fixture(scope="session")
+def trained_pendulum(tmp_path_factory) -> Dict[str, object]:
+    """One 1M-frame Pendulum training per session, shared by the learning test and the play test:
+    {"proc": CompletedProcess, "summary": parsed SUMMARY, "checkpoint": Path of rl_games' last save}."""
+    root = tmp_path_factory.mktemp("trained_pendulum")
+    proc = run_train([*TRAIN_COMMON, "max_frames=1000000", f"train_dir={root / 'runs'}", "experiment=trained"], root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    checkpoints = sorted((root / "runs" / "trained" / "nn").glob("last_*.pth"))
+    assert checkpoints, list((root / "runs").rglob("*"))
+    return {"proc": proc, "summary": parse_summary(proc.stdout + proc.stderr), "checkpoint": checkpoints[-1],
+            "root": root}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import parse_summary, run_train, worker_env
+from conftest import worker_env
 
 from pbt.errors import ConfigError
 from pbt.play import DEFAULT_EPISODES, PlayResult, split_episodes
@@ -24,13 +24,9 @@ def play(args, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_play_scores_close_to_the_training_return(tmp_path):
-    train = run_train([*COMMON, "max_frames=1000000", f"train_dir={tmp_path / 'runs'}", "experiment=trained"],
-                      tmp_path)
-    assert train.returncode == 0, train.stderr[-3000:]
-    trained = parse_summary(train.stdout + train.stderr)["reward"]
-    checkpoints = sorted((tmp_path / "runs" / "trained" / "nn").glob("last_*.pth"))
-    assert checkpoints, list((tmp_path / "runs").rglob("*"))
+def test_play_scores_close_to_the_training_return(tmp_path, trained_pendulum):
+    trained = trained_pendulum["summary"]["reward"]
+    checkpoints = [trained_pendulum["checkpoint"]]
     proc = play([f"checkpoint={checkpoints[-1]}", *COMMON, "episodes=200"], tmp_path)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]

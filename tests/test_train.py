@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from conftest import parse_summary, run_train
+from conftest import run_train
 
 
 def test_unknown_task_fails_at_once_listing_valid_tasks(tmp_path):
@@ -44,11 +44,8 @@ def test_mutation_of_missing_key_is_refused_naming_nearest(tmp_path):
 
 
 @pytest.mark.slow
-def test_pendulum_learns_within_a_million_frames(tmp_path):
-    proc = run_train(["task=Pendulum", "max_frames=1000000", "sim_device=cpu", "rl_device=cpu", "experiment=learn",
-                      f"train_dir={tmp_path / 'runs'}"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = parse_summary(proc.stdout)
+def test_pendulum_learns_within_a_million_frames(trained_pendulum):
+    summary = trained_pendulum["summary"]
     assert summary["frames"] >= 1_000_000
     # A random policy scores about -1200 per episode; a swing-up-and-balance policy about -150.
     assert summary["reward"] > -250, summary
