@@ -96,7 +96,6 @@ def build_policy(name: str, task: Any, device: str) -> torch.nn.Module:
 
 def time_steps(task: Any, steps: int, policy: Optional[torch.nn.Module], device: torch.device) -> float:
     """Env steps per second over ``steps`` batched steps (after a short warm-up)."""
-    obs = task.reset()["obs"]
     shape = (task.num_envs, task.num_actions)
 
     def one_step(obs: torch.Tensor) -> torch.Tensor:
@@ -107,7 +106,8 @@ def time_steps(task: Any, steps: int, policy: Optional[torch.nn.Module], device:
             actions = torch.clamp(res["actions"], -1.0, 1.0)
         return task.step(actions)[0]["obs"]
 
-    with torch.inference_mode():
+    with torch.no_grad():  # not inference_mode: the task's state must stay usable outside it
+        obs = task.reset()["obs"]
         for _ in range(max(5, steps // 20)):
             obs = one_step(obs)
         synchronize(device)

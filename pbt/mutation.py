@@ -151,13 +151,15 @@ def mutate(
             mutated[key] = _mutate_one(key, params[key], scheme[key], rng, change_min, change_max, bounds,
                                        discount_range)
     unchanged = [key for key in keys if mutated[key] == params[key]]
-    while len(keys) - len(unchanged) < min_mutations and unchanged:
+    changed = len(keys) - len(unchanged)
+    while changed < min_mutations and unchanged:
         key = unchanged.pop(rng.randrange(len(unchanged)))
-        mutated[key] = _mutate_one(key, params[key], scheme[key], rng, change_min, change_max, bounds,
-                                   discount_range)
-        if mutated[key] == params[key]:  # e.g. already at a clamp: the next draw may still move it
+        for _ in range(2):  # a value at a clamp (or 0 under mutate_float) may not move: the next key will
             mutated[key] = _mutate_one(key, params[key], scheme[key], rng, change_min, change_max, bounds,
                                        discount_range)
+            if mutated[key] != params[key]:
+                changed += 1
+                break
     return mutated
 
 

@@ -35,6 +35,28 @@ def lookup(infos: Any, dotted_key: str) -> Any:
     return None
 
 
+def _size(value: Any) -> int:
+    if hasattr(value, "numel"):  # torch
+        return int(value.numel())
+    if hasattr(value, "size") and not callable(value.size):  # numpy
+        return int(value.size)
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    return 1
+
+
+def _take(value: Any, indices: Sequence[int]) -> Optional[List[float]]:
+    """``[value[i] for i in indices]`` as floats, converting only those entries."""
+    if not indices:
+        return []
+    if hasattr(value, "detach"):  # torch: one gather, one transfer
+        flat = value.detach().reshape(-1)
+        picked = flat[flat.new_tensor(indices, dtype=__import__("torch").long)]
+        return [float(v) for v in picked.float().cpu().tolist()]
+    values = _as_list(value)
+    return None if values is None else [values[i] for i in indices]
+
+
 def _as_list(value: Any) -> Optional[List[float]]:
     if hasattr(value, "detach"):  # a torch tensor
         value = value.detach().float().cpu().reshape(-1).tolist()
@@ -80,22 +102,25 @@ class ObjectiveTracker:
             if not self.seen_keys and isinstance(infos, Mapping):
                 self.seen_keys = sorted(str(k) for k in infos)
             return
-        values = _as_list(value)
+        self.seen = True
+        size = _size(value)
+        if size == 1 and self.num_envs != 1:
+            scalar = _as_list(value)
+            if scalar:
+                self.scalar = scalar[0]
+                self.recent.append(scalar[0])
+            return
+        # Only the entries of envs that just finished matter: convert those, not all num_envs.
+        done = [i for i in done_indices if 0 <= i < size]
+        values = _take(value, done)
         if values is None:
             return
-        self.seen = True
-        if len(values) == 1 and self.num_envs != 1:
-            self.scalar = values[0]
-            self.recent.append(values[0])
-            return
-        for i in done_indices:
-            if 0 <= i < len(values):
-                v = values[i]
-                self.last_per_env[i] = v
-                self.recent.append(v)
-                if not self.finished[i]:
-                    self.finished[i] = True
-                    self.num_finished += 1
+        for i, v in zip(done, values):
+            self.last_per_env[i] = v
+            self.recent.append(v)
+            if not self.finished[i]:
+                self.finished[i] = True
+                self.num_finished += 1
 
     @property
     def value(self) -> Optional[float]:

@@ -311,3 +311,11 @@ def test_linear_scale_steps_additively_within_the_range() -> None:
         assert 1.0 - 1e-9 <= abs(step) <= 2.0 + 1e-9  # (k - 1) * (max - min), k in [1.1, 1.2]
         steps.add(step > 0)
     assert steps == {True, False}
+
+
+def test_min_mutations_skips_keys_that_cannot_move() -> None:
+    # entropy 0 stays 0 under mutate_float and mini_epochs at a clamp may not move: another key changes.
+    scheme = {"entropy": "mutate_float", "lr": "mutate_float"}
+    for seed in range(50):
+        out = mutate({"entropy": 0.0, "lr": 1e-3}, scheme, 0.0, 1.1, 1.5, random.Random(seed), min_mutations=1)
+        assert out["entropy"] == 0.0 and out["lr"] != 1e-3
