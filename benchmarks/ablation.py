@@ -68,7 +68,15 @@ def run_arm(arm: str, task: str, samples: List[Dict[str, float]], seeds: List[in
     for proc, logf in procs:
         proc.wait()
         logf.close()
-    return [final_score((root / f"{arm}_{i}.log").read_text()) for i in range(len(samples))]
+    scores = []
+    for i in range(len(samples)):
+        text = (root / f"{arm}_{i}.log").read_text()
+        scores.append(final_score(text))
+        if not math.isfinite(scores[-1]):  # keep the evidence: the temp dir is deleted afterwards
+            failed = root.parent / f"ablation_failed_{arm}_{i}_{int(time.time())}.log"
+            failed.write_text(text[-20000:])
+            log.warning("%s member %d printed no SUMMARY; its log tail is in %s", arm, i, failed)
+    return scores
 
 
 def main() -> None:
