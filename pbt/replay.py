@@ -217,8 +217,6 @@ def _config_values(cfg: Any, keys: Sequence[str]) -> Dict[str, Any]:
 
 def run(cfg: Any, steps: Sequence[ScheduleStep]) -> Any:
     """Train one worker following ``steps``; return its RunSummary."""
-    import time
-
     from omegaconf import OmegaConf
 
     from pbt.inplace import SETTERS
@@ -233,29 +231,20 @@ def run(cfg: Any, steps: Sequence[ScheduleStep]) -> Any:
     if initial:
         log.info("REPLAY step 1/%d at frame 0 applied as config before training: %s", len(steps),
                  ", ".join(f"{short(k)}={v!r}" for k, v in sorted(initial.items())))
-    from rl_games.torch_runner import Runner  # after the checks above: they fail in a second
+    from pbt.worker import run as run_worker
 
-    from pbt.registry import build_task
-    from pbt.vecenv import register_task
-    from pbt.worker import prepare_config, rl_games_params, task_ref
+    observers: List[Any] = []
 
-    ref = task_ref(cfg)
-    plain = prepare_config(cfg)
-    observer = make_observer(plain, timed, len(steps))
-    plain = observer.prepare()
-    task = build_task(ref, plain["task"], plain["sim_device"], plain["rl_device"], plain["headless"],
-                      int(plain.get("graphics_device_id", 0)))
-    register_task(task)
-    runner = Runner(algo_observer=observer)
-    runner.load(rl_games_params(plain))
-    start = time.time()
-    runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
-    summary = observer.summary(time.time() - start)
+    def factory(plain: Dict[str, Any]) -> Any:
+        observers.append(make_observer(plain, timed, len(steps)))
+        return observers[0]
+
+    summary = run_worker(cfg, factory)
+    observer = observers[0]
     if observer.pending:
         log.warning("REPLAY: %d step(s) not reached (first at frame %d; training ended at frame %d). Raise "
                     "max_frames to replay them.", len(observer.pending), observer.pending[0].frame, summary.frames)
     log.info("REPLAY done: %d of %d timed step(s) applied", len(observer.applied), len(timed))
-    log.info(summary.line())
     return summary
 
 

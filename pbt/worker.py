@@ -10,7 +10,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -91,8 +91,12 @@ def rl_games_params(cfg: Dict[str, Any]) -> Dict[str, Any]:
     return {"params": params}
 
 
-def run(cfg: DictConfig) -> RunSummary:
-    """Train one worker as configured; return (and log) its summary."""
+def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], Any]] = None) -> RunSummary:
+    """Train one worker as configured; return (and log) its summary.
+
+    ``observer_factory(plain_config)`` builds the rl_games observer (default: WorkerObserver, which
+    runs PBT when it is on); pbt.replay passes one that follows a recorded schedule.
+    """
     ref = task_ref(cfg)
     prepare_backend(ref)  # Isaac Gym must be imported before torch
     from rl_games.torch_runner import Runner  # imports torch: keep it off the config path
@@ -101,7 +105,7 @@ def run(cfg: DictConfig) -> RunSummary:
     from pbt.vecenv import register_task
 
     plain = prepare_config(cfg)
-    observer = WorkerObserver(plain)
+    observer = (observer_factory or WorkerObserver)(plain)
     plain = observer.prepare()
     task = build_task(ref, plain["task"], plain["sim_device"], plain["rl_device"], plain["headless"],
                       int(plain.get("graphics_device_id", 0)))

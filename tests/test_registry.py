@@ -9,7 +9,6 @@ torch tensors with the constructor arguments IsaacGymEnvs' tasks take.
 import json
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -278,11 +277,10 @@ def test_prepare_backend_without_isaacgym_names_what_to_install(monkeypatch: pyt
 
 
 def test_isaacgym_task_without_isaacgym_fails_at_once_naming_the_install(tmp_path: Path) -> None:
-    start = time.time()
     proc = run_train(["task=isaacgym/Ant", f"train_dir={tmp_path / 'runs'}"], tmp_path, timeout=120)
     out = proc.stderr + proc.stdout
     assert proc.returncode != 0
-    assert time.time() - start < 30, "should fail before training starts"
+    assert "Started to train" not in out and not (tmp_path / "runs").exists(), "should fail before training starts"
     assert "task=isaacgym/Ant: cannot import isaacgym" in out
     assert "pip install -e isaacgym/python" in out and "pip install -e IsaacGymEnvs" in out
     assert "SUMMARY" not in out

