@@ -1,6 +1,7 @@
 """A real, short PBT population run once per test session and shared by the end-to-end PBT test and
 the observability tests (status, analyze, TensorBoard, replay): 4 Pendulum members on CPU with short
-PBT intervals. Members 2 and 3 are crippled (constant learning rate 1e-7) so that both are replaced:
+PBT intervals. Members 2 and 3 are crippled (constant learning rate 1e-7) so that both are replaced
+(the worst half may act, so neither hides behind the other):
 member 3 exploits in place (the default), member 2 with ``pbt.restart_mode=exec``, so one run
 checks both modes. About a minute on 2 cores.
 
@@ -52,7 +53,7 @@ def _pbt_keys() -> set:
 def member_cmd(idx: int, ws: Path, runs: Path) -> List[str]:
     cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", f"pbt.policy_idx={idx}",
            f"pbt.num_policies={N}", f"pbt.workspace={ws}", f"pbt.interval_steps={INTERVAL}", "pbt.start_after=0",
-           "pbt.initial_delay=0", f"max_frames={MAX_FRAMES}", f"num_envs={NUM_ENVS}", "sim_device=cpu",
+           "pbt.initial_delay=0", "pbt.replace_fraction_worst=0.5", f"max_frames={MAX_FRAMES}", f"num_envs={NUM_ENVS}", "sim_device=cpu",
            "rl_device=cpu", "torch_threads=1", f"experiment={EXPERIMENT}", f"train_dir={runs}"]
     if "ready_after" in _pbt_keys():
         cmd.append("pbt.ready_after=0")
