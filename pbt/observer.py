@@ -168,7 +168,7 @@ class WorkerObserver(AlgoObserver):
         else:
             self.member.observe(objective)
             if self.member.due(frame):
-                self.pbt_iteration(frame, objective)
+                self.pbt_iteration(frame, objective, final=self.finishing(frame, epoch_num))
         if self.finishing(frame, epoch_num):
             from pbt.liveness import FINISHED
 
@@ -281,7 +281,11 @@ class WorkerObserver(AlgoObserver):
         raise SystemExit(128 + signum)
 
     # -- PBT ----------------------------------------------------------------------------------------
-    def pbt_iteration(self, frame: int, objective: Optional[float]) -> None:
+    def pbt_iteration(self, frame: int, objective: Optional[float], final: bool = False) -> None:
+        """Publish, decide and act. On the last epoch (``final``) the decision is logged but not
+        acted on: an exploit then would leave the member nothing to train with (measured: an
+        in-place replace on the last epoch reset the score buffers and the run ended without a
+        result)."""
         member = self.member
         scoring = self.scoring()
         recent = list(scoring.recent) if scoring is not None else []
@@ -292,6 +296,10 @@ class WorkerObserver(AlgoObserver):
         self.decided_at = time.time()
         if decision.action == KEEP:
             self.log_decision(decision.action, decision, decision.reason, frame, objective)
+            return
+        if final:
+            self.log_decision(KEEP, decision, f"{decision.reason}; not acted on: training ends this epoch", frame,
+                              objective)
             return
         mode, why = self.restart_mode(decision)
         if mode == "inplace":

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from pbt_population import MODES, N, population
+from pbt_population import MAX_FRAMES, MODES, N, population
 
 torch = pytest.importorskip("torch")
 
@@ -35,8 +35,11 @@ def test_every_member_published_and_started_with_one_initial_mutation(pop):
     workspace = Workspace(pop.workspace, 0, N)
     for idx in range(N):
         assert workspace.latest_record(idx) is not None, f"member {idx} wrote no record"
-        reasons = [e["reason"] for e in workspace.read_lineage(idx)]
+        lineage = workspace.read_lineage(idx)
+        reasons = [e["reason"] for e in lineage]
         assert reasons[0] == "initial mutation of a fresh member" and reasons.count(reasons[0]) == 1
+        # Never an exploit on the last epoch: nothing would be left to train with.
+        assert all(e["action"] == "keep" for e in lineage if e["frame"] >= MAX_FRAMES)
 
 
 @pytest.mark.parametrize("member", sorted(MODES))
@@ -70,3 +73,31 @@ def test_crippled_member_takes_the_donors_weights(pop, member):
     later = [workspace.latest_record(member, max_iteration=i) for i in range(event["iteration"] + 1, 100)]
     later = [r for r in later if r is not None and r.iteration > event["iteration"]]
     assert later and later[0].params == after and later[0].frame > event["frame"]
+
+
+@pytest.mark.slow
+def test_no_exploit_on_the_last_epoch(tmp_path):
+    """A PBT iteration that falls on the last epoch is published and logged but not acted on."""
+    import subprocess
+    import sys
+
+    from conftest import worker_env
+
+    epoch = 256 * 32  # num_envs x horizon_length
+    interval, max_frames = 5 * epoch, 30 * epoch  # the last epoch ends exactly on an interval boundary
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", f"pbt.policy_idx={i}",
+         "pbt.num_policies=2", f"pbt.workspace={tmp_path / 'ws'}", f"pbt.interval_steps={interval}",
+         "pbt.start_after=0", "pbt.initial_delay=0", "pbt.ready_after=0", "pbt.dbg_mode=true",
+         "pbt.significance=null", "pbt.replace_threshold_frac_std=0", "pbt.replace_threshold_frac_absolute=0",
+         f"max_frames={max_frames}", "num_envs=256", "torch_threads=1", f"seed={i}", "experiment=last",
+         f"train_dir={tmp_path / 'runs'}"], cwd=str(tmp_path), env=worker_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
+    assert [p.wait(timeout=240) for p in procs] == [0, 0]
+    workspace = Workspace(tmp_path / "ws", 0, 2)
+    finals = [e for i in range(2) for e in workspace.read_lineage(i) if e["frame"] == max_frames]
+    assert finals, "no PBT iteration on the last epoch"
+    assert all(e["action"] == "keep" for e in finals)
+    acted = [e for i in range(2) for e in workspace.read_lineage(i) if e["action"] == "replace"]
+    assert acted  # the same settings do exploit on earlier epochs
+    assert any("not acted on: training ends this epoch" in e["reason"] for e in finals)
