@@ -75,29 +75,28 @@ def test_crippled_member_takes_the_donors_weights(pop, member):
     assert later and later[0].params == after and later[0].frame > event["frame"]
 
 
-@pytest.mark.slow
-def test_no_exploit_on_the_last_epoch(tmp_path):
-    """A PBT iteration that falls on the last epoch is published and logged but not acted on."""
-    import subprocess
-    import sys
+def test_no_exploit_on_the_last_epoch(monkeypatch):
+    """A decision to replace that falls on the last epoch is logged as kept and not carried out
+    (an in-place replace there reset the score buffers and the run ended without a result)."""
+    from types import SimpleNamespace
 
-    from conftest import worker_env
+    from pbt.observer import WorkerObserver
+    from pbt.record import Record
+    from pbt.selection import Decision
 
-    epoch = 256 * 32  # num_envs x horizon_length
-    interval, max_frames = 5 * epoch, 30 * epoch  # the last epoch ends exactly on an interval boundary
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", f"pbt.policy_idx={i}",
-         "pbt.num_policies=2", f"pbt.workspace={tmp_path / 'ws'}", f"pbt.interval_steps={interval}",
-         "pbt.start_after=0", "pbt.initial_delay=0", "pbt.ready_after=0", "pbt.dbg_mode=true",
-         "pbt.significance=null", "pbt.replace_threshold_frac_std=0", "pbt.replace_threshold_frac_absolute=0",
-         f"max_frames={max_frames}", "num_envs=256", "torch_threads=1", f"seed={i}", "experiment=last",
-         f"train_dir={tmp_path / 'runs'}"], cwd=str(tmp_path), env=worker_env(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
-    assert [p.wait(timeout=240) for p in procs] == [0, 0]
-    workspace = Workspace(tmp_path / "ws", 0, 2)
-    finals = [e for i in range(2) for e in workspace.read_lineage(i) if e["frame"] == max_frames]
-    assert finals, "no PBT iteration on the last epoch"
-    assert all(e["action"] == "keep" for e in finals)
-    acted = [e for i in range(2) for e in workspace.read_lineage(i) if e["action"] == "replace"]
-    assert acted  # the same settings do exploit on earlier epochs
-    assert any("not acted on: training ends this epoch" in e["reason"] for e in finals)
+    donor = Record(policy_idx=1, iteration=3, frame=100, objective=1.0, params={"k": 2.0}, checkpoint="000003.pth",
+                   checksum="0" * 64)
+    decision = Decision("replace", donor, "replace: donor leads", {"k": 1.0}, {"k": 2.0})
+    logged, acted = [], []
+    observer = WorkerObserver({"pbt": {}})
+    observer.member = SimpleNamespace(try_iterate=lambda *a: decision)
+    observer.algo = SimpleNamespace(get_full_state_weights=lambda: {}, epoch_num=7, frame=100,
+                                    model=SimpleNamespace(state_dict=lambda: {}))
+    monkeypatch.setattr(observer, "log_decision", lambda action, d, reason, *a, **k: logged.append((action, reason)))
+    monkeypatch.setattr(observer, "exploit_inplace", lambda *a: acted.append("inplace"))
+    monkeypatch.setattr(observer, "restart_mode", lambda d: ("inplace", ""))
+
+    observer.pbt_iteration(100, 0.5, final=True)
+    assert acted == [] and logged == [("keep", "replace: donor leads; not acted on: training ends this epoch")]
+    observer.pbt_iteration(100, 0.5, final=False)
+    assert acted == ["inplace"]
