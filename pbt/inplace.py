@@ -53,6 +53,28 @@ SETTERS: Dict[str, Callable[[Any, Any], None]] = {
 }
 
 
+def _reader(name: str) -> Callable[[Any], Any]:
+    return lambda algo: getattr(algo, name)
+
+
+#: Full config key -> how to read the value in force from a live a2c_continuous agent (the twin of
+#: SETTERS: the learning rate is read from the optimizer, which is what a minibatch uses).
+READERS: Dict[str, Callable[[Any], Any]] = {
+    CONFIG + "learning_rate": lambda algo: algo.optimizer.param_groups[0]["lr"],
+    CONFIG + "gamma": _reader("gamma"),
+    CONFIG + "tau": _reader("tau"),
+    CONFIG + "e_clip": _reader("e_clip"),
+    CONFIG + "entropy_coef": _reader("entropy_coef"),
+    CONFIG + "critic_coef": _reader("critic_coef"),
+    CONFIG + "grad_norm": _reader("grad_norm"),
+    CONFIG + "bounds_loss_coef": _reader("bounds_loss_coef"),
+    CONFIG + "mini_epochs": _reader("mini_epochs_num"),
+    CONFIG + "kl_threshold": _reader("kl_threshold"),
+    CONFIG + "reward_shaper.scale_value": lambda algo: algo.rewards_shaper.scale_value,
+}
+assert set(READERS) == set(SETTERS), "every key applied in place must be readable back"
+
+
 def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, Any]:
     """The keys whose value differs, with their new values."""
     return {k: v for k, v in after.items() if before.get(k) != v}

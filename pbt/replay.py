@@ -21,11 +21,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from pbt.errors import ConfigError, PbtError
+from pbt.inplace import CONFIG, READERS
 
 log = logging.getLogger("pbt.replay")
 
 USAGE = "usage: python -m pbt.replay <schedule.yaml> task=<task> [key=value ...]"
-CONFIG = "train.params.config."
 
 
 @dataclass(frozen=True)
@@ -140,26 +140,6 @@ def plan(steps: Sequence[ScheduleStep], current: Mapping[str, Any], inplace_keys
 
 def short(key: str) -> str:
     return key[len(CONFIG):] if key.startswith(CONFIG) else key
-
-
-def _reader(name: str) -> Callable[[Any], Any]:
-    return lambda algo: getattr(algo, name)
-
-
-#: Full config key -> how to read the value in force from a live a2c_continuous agent.
-READERS: Dict[str, Callable[[Any], Any]] = {
-    CONFIG + "learning_rate": lambda algo: algo.optimizer.param_groups[0]["lr"],
-    CONFIG + "gamma": _reader("gamma"),
-    CONFIG + "tau": _reader("tau"),
-    CONFIG + "e_clip": _reader("e_clip"),
-    CONFIG + "entropy_coef": _reader("entropy_coef"),
-    CONFIG + "critic_coef": _reader("critic_coef"),
-    CONFIG + "grad_norm": _reader("grad_norm"),
-    CONFIG + "bounds_loss_coef": _reader("bounds_loss_coef"),
-    CONFIG + "mini_epochs": _reader("mini_epochs_num"),
-    CONFIG + "kl_threshold": _reader("kl_threshold"),
-    CONFIG + "reward_shaper.scale_value": lambda algo: algo.rewards_shaper.scale_value,
-}
 
 
 def read_back(algo: Any, key: str) -> Any:
