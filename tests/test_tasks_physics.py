@@ -469,3 +469,9 @@ def test_runs_on_cuda(cls: Type[VecTask]) -> None:
     assert obs.device.type == "cuda"
     obs, rew, done, _ = t.step(torch.zeros((64, cls.num_actions), device="cuda:0"))
     assert rew.device.type == "cuda" and done.device.type == "cuda"
+
+
+@pytest.mark.parametrize("cls", [Cartpole, Reacher])
+def test_unknown_integrator_names_the_valid_ones(cls):
+    with pytest.raises(ConfigError, match=r"unknown integrator 'euler'\. Set env\.integrator=.*rk4"):
+        make(cls, num_envs=2, integrator="euler")

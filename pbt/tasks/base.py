@@ -63,6 +63,14 @@ class VecTask:
         self.extras: Dict[str, Tensor] = {}
 
     # -- helpers for subclasses -------------------------------------------------------------------
+    def env_choice(self, key: str, default: str, choices: Tuple[str, ...]) -> str:
+        """``env.<key>`` as one of ``choices``; ConfigError naming the valid ones otherwise."""
+        value = str(self.env_cfg.get(key, default))
+        if value not in choices:
+            raise ConfigError(f"{type(self).__name__}: unknown {key} {value!r}. Set env.{key}="
+                              + " or ".join(choices) + ".")
+        return value
+
     def uniform(self, shape: Tuple[int, ...], low: float, high: float) -> Tensor:
         """Uniform samples in [low, high) from this task's generator."""
         return torch.rand(shape, generator=self.generator, device=self.device) * (high - low) + low

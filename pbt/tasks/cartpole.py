@@ -40,7 +40,6 @@ from typing import Any, Dict, Mapping, Tuple
 
 import torch
 
-from pbt.errors import ConfigError
 from pbt.tasks.base import Tensor, VecTask
 
 
@@ -67,11 +66,7 @@ class Cartpole(VecTask):
         self.force_max = float(e.get("forceMax", 10.0))
         self.dt = float(e.get("dt", 0.02))
         self.substeps = int(e.get("substeps", 1))
-        self.integrator = str(e.get("integrator", "semi_implicit_euler"))
-        if self.integrator not in ("rk4", "semi_implicit_euler"):
-            raise ConfigError(
-                f"Cartpole: unknown integrator {self.integrator!r}. Set env.integrator=semi_implicit_euler or rk4."
-            )
+        self.integrator = self.env_choice("integrator", "semi_implicit_euler", ("semi_implicit_euler", "rk4"))
         self.theta_limit = float(e.get("thetaLimit", math.radians(12.0)))
         self.x_limit = float(e.get("xLimit", 2.4))
         self.action_cost = float(e.get("actionCost", 0.0))

@@ -82,11 +82,7 @@ class Reacher(VecTask):
         self.damping = float(e.get("damping", 0.05))
         self.dt = float(e.get("dt", 0.05))
         self.substeps = int(e.get("substeps", 2))
-        self.integrator = str(e.get("integrator", "rk4"))
-        if self.integrator not in ("rk4", "semi_implicit_euler"):
-            raise ConfigError(
-                f"Reacher: unknown integrator {self.integrator!r}. Set env.integrator=rk4 or semi_implicit_euler."
-            )
+        self.integrator = self.env_choice("integrator", "rk4", ("rk4", "semi_implicit_euler"))
         self.max_speed = float(e.get("maxSpeed", 20.0))
         self.max_torque = float(e.get("maxTorque", 0.2))
         self.goal_radius = float(e.get("goalRadius", 0.03))
