@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from pbt.config import PbtConfig  # noqa: E402
 from pbt.selection import MemberState, decide  # noqa: E402
-from pbt.workspace import Workspace  # noqa: E402
+from pbt.storage import Workspace  # noqa: E402
 
 PARAMS = {"train.params.config.learning_rate": 1e-3, "train.params.config.gamma": 0.99,
           "train.params.config.e_clip": 0.2, "train.params.config.mini_epochs": 5}
@@ -54,9 +54,10 @@ def fill(root: Path, members: int, iterations: int, state_bytes: bytes) -> None:
 
 
 def time_iteration(root: Path, members: int, iteration: int, state: Dict, repeats: int) -> Dict[str, float]:
-    cfg = PbtConfig(enabled=True, policy_idx=0, num_policies=members, workspace=str(root), dbg_mode=True,
-                    start_after=0, initial_delay=0, ready_after=0, significance=None,
-                    replace_threshold_frac_std=0.0, replace_threshold_frac_absolute=0.0)
+    cfg = PbtConfig.from_mapping(dict(
+        enabled=True, policy_idx=0, num_policies=members, workspace=str(root), dbg_mode=True, start_after=0,
+        initial_delay=0, ready_after=0, significance=None, replace_threshold_frac_std=0.0,
+        replace_threshold_frac_absolute=0.0))
     ws = Workspace(root, 0, members)
     phases: Dict[str, List[float]] = {k: [] for k in ("save", "scan", "decide", "copy", "best", "cleanup", "total")}
     rng = random.Random(1)
@@ -95,7 +96,7 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/pbt_overhead.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from pbt.workspace import serialize_state
+    from pbt.storage.checkpoints import serialize_state
 
     state = agent_state(0, args.kbytes)
     state_bytes = serialize_state(state)

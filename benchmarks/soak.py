@@ -14,7 +14,7 @@ Reported (JSON and log):
   already seen intact before the kill, or that started over (must be 0);
 * torn reads: records the scanner got whose checkpoint failed its checksum while the record file
   itself was unchanged (must be 0);
-* workspace bytes and files over time, against the bound documented in pbt/workspace.py;
+* workspace bytes and files over time, against the bound documented in pbt/storage/retention.py;
 * unexpected exits (a worker that died without being killed), with the tail of its log.
 
     python benchmarks/soak.py --workers 4 --minutes 2            # quick check
@@ -43,7 +43,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pbt.errors import CorruptRecordError  # noqa: E402
-from pbt.workspace import DEFAULT_MAX_RECORDS, Workspace, read_record  # noqa: E402
+from pbt.storage import Workspace  # noqa: E402
+from pbt.storage.reader import read_record  # noqa: E402
+from pbt.storage.retention import DEFAULT_MAX_RECORDS  # noqa: E402
 
 log = logging.getLogger("soak")
 
@@ -313,7 +315,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             except CorruptRecordError as exc:
                 damaged += 1
                 log.error("damaged record on disk at the end: %s", exc)
-    # The bound of pbt/workspace.py: member dirs + best copies + lineage/records (generous 64 kB each).
+    # the bound of pbt/storage/retention.py: member dirs + best copies + lineage/records (generous 64 kB each).
     bound = n * (DEFAULT_MAX_RECORDS + 2) * largest + n * 2 * largest + n * 64 * 1024 * (DEFAULT_MAX_RECORDS + 4)
     by_kind: Dict[str, int] = {}
     for kill in kills:

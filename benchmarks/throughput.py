@@ -18,7 +18,7 @@ Usage::
 
 Env timings are the best of ``--repeats`` runs and training the best of ``--train-repeats`` runs
 (best, not mean: on a shared machine the other processes only ever slow a run down).
-``--torch-threads`` applies to all three measurements (DESIGN.md section 8: on small MLPs one thread
+``--torch-threads`` applies to all three measurements (docs/performance_notes.md: on small MLPs one thread
 per worker is near the best, and more threads than cores make everything crawl). The load average
 before and after is recorded: numbers taken on a shared machine are lower bounds.
 """
@@ -42,12 +42,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pbt.registry import import_task_class  # noqa: E402
+from pbt.tasks.registry import import_task_class  # noqa: E402
 from pbt.tasks import BUILTIN_TASKS  # noqa: E402
 
 log = logging.getLogger("benchmarks.throughput")
 
-#: The target of the project (DESIGN.md section 8): Pendulum at 512 envs, PPO training on a 2-core CPU.
+#: The target of the project (docs/performance_notes.md): Pendulum at 512 envs, PPO training on a 2-core CPU.
 TARGET = {"task": "Pendulum", "num_envs": 512, "train_fps": 100_000}
 
 SUMMARY_RE = re.compile(r"SUMMARY frames=(\d+) wall_time=([\d.]+)s fps=(\d+)")

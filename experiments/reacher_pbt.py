@@ -1,6 +1,6 @@
 """PBT on the built-in 2-link Reacher: slow to learn and strongly hyperparameter-dependent, with a
 large seed variance, so start_after is long enough for members to show their worth before PBT
-may replace them (DESIGN.md section 8).
+may replace them (docs/performance_notes.md).
 
     python -m launcher.run --run=experiments.reacher_pbt --backend=processes --num_gpus=0
 """

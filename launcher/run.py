@@ -25,19 +25,13 @@ import os
 import sys
 from typing import List, Optional
 
+from launcher.backends import BACKENDS, DEFAULT_BACKEND, get_backend
+from launcher.backends.base import str2bool
 from launcher.run_description import Member, RunDescription
 from pbt.errors import ConfigError, PbtError, did_you_mean
+from pbt.storage.local import atomic_write_bytes
 
 log = logging.getLogger("launcher")
-
-
-def str2bool(value: str) -> bool:
-    lowered = str(value).strip().lower()
-    if lowered in ("1", "true", "yes", "y", "on"):
-        return True
-    if lowered in ("0", "false", "no", "n", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected a boolean (True/False), got {value!r}")
 
 
 def launcher_argparser() -> argparse.ArgumentParser:
@@ -47,30 +41,13 @@ def launcher_argparser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--run", required=True, help="module defining RUN_DESCRIPTION, e.g. experiments.smoke_pbt (a .py path works too)")
-    parser.add_argument("--backend", default="processes", choices=["processes", "slurm"], help="where the members run")
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS), help="where the members run")
     parser.add_argument("--train_dir", default="train_dir", help="root of all runs; the run goes to <train_dir>/<run_name>")
     parser.add_argument("--max_parallel", type=int, default=0, help="members running at once (0: all; slurm: the array's %%K limit)")
-    parser.add_argument("--pause_between", type=float, default=0.0, help="seconds between two member starts (processes)")
     parser.add_argument("--dry_run", type=str2bool, nargs="?", const=True, default=False, help="print the members' commands and exit")
     parser.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="launcher log level")
-
-    local = parser.add_argument_group("processes backend")
-    local.add_argument("--num_gpus", type=int, default=1, help="GPUs on this machine to spread members over")
-    local.add_argument("--experiments_per_gpu", type=int, default=-1, help="members per GPU (sets CUDA_VISIBLE_DEVICES); -1 leaves it unset")
-    local.add_argument("--max_restarts", type=int, default=3, help="restarts of a crashed member (it resumes from its workspace)")
-    local.add_argument("--restart_delay", type=float, default=1.0, help="seconds before a crashed member is restarted")
-    local.add_argument("--kill_timeout", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL when stopping")
-
-    slurm = parser.add_argument_group("slurm backend")
-    slurm.add_argument("--slurm_partition", default=None, help="partition to submit to (default: the cluster's default)")
-    slurm.add_argument("--slurm_gpus_per_job", type=int, default=1, help="GPUs per member (--gres=gpu:N); 0 for CPU jobs")
-    slurm.add_argument("--slurm_cpus_per_gpu", type=int, default=8, help="CPUs per GPU (per member when it has no GPU)")
-    slurm.add_argument("--slurm_timeout", default="0", help="time limit per job (sbatch --time, e.g. 24:00:00); 0: the partition's")
-    slurm.add_argument("--slurm_print_only", type=str2bool, nargs="?", const=True, default=False, help="write the batch files and print the sbatch commands without submitting")
-    slurm.add_argument("--slurm_sbatch_template", default=None, help="bash script with the cluster setup, put at the top of the batch script (default: launcher/slurm_template.sh)")
-    slurm.add_argument("--slurm_requeue", type=str2bool, nargs="?", const=True, default=True, help="requeue a job at its time limit (SIGUSR1 trap) or on preemption")
-    slurm.add_argument("--slurm_requeue_signal_s", type=int, default=60, help="seconds before the time limit when the job gets SIGUSR1 and requeues itself")
-    slurm.add_argument("--slurm_sbatch_args", default="", help="extra sbatch options, e.g. '--account=me --qos=high'")
+    for backend in BACKENDS.values():  # each backend adds its own option group
+        backend.add_cli_args(parser)
     return parser
 
 
@@ -114,11 +91,8 @@ def load_run_description(run: str) -> RunDescription:
 
 def _write_manifest(run_dir: str, backend: str, members: List[Member]) -> None:
     os.makedirs(run_dir, exist_ok=True)
-    path = os.path.join(run_dir, "members.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"backend": backend, "members": [m.to_dict() for m in members]}, f, indent=1)
-    os.replace(tmp, path)
+    manifest = {"backend": backend, "members": [m.to_dict() for m in members]}
+    atomic_write_bytes(os.path.join(run_dir, "members.json"), json.dumps(manifest, indent=1).encode())
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -141,36 +115,10 @@ def launch(args: argparse.Namespace) -> int:
         return 0
     if os.path.isdir(run_dir):
         log.info("%s exists: members resume from their workspace and checkpoints", run_dir)
-    if args.backend == "processes":
-        from launcher.backends import processes
-
-        options = processes.ProcessesOptions(
-            max_parallel=args.max_parallel,
-            num_gpus=args.num_gpus,
-            experiments_per_gpu=args.experiments_per_gpu,
-            pause_between=args.pause_between,
-            max_restarts=args.max_restarts,
-            restart_delay=args.restart_delay,
-            kill_timeout=args.kill_timeout,
-        )
-        _write_manifest(run_dir, args.backend, members)
-        return processes.run(members, options)
-    from launcher.backends import slurm
-
-    slurm_options = slurm.SlurmOptions(
-        partition=args.slurm_partition,
-        gpus_per_job=args.slurm_gpus_per_job,
-        cpus_per_gpu=args.slurm_cpus_per_gpu,
-        timeout=args.slurm_timeout,
-        print_only=args.slurm_print_only,
-        sbatch_template=args.slurm_sbatch_template,
-        requeue=args.slurm_requeue,
-        requeue_signal_s=args.slurm_requeue_signal_s,
-        sbatch_args=args.slurm_sbatch_args,
-        max_parallel=args.max_parallel,
-    )
+    backend = get_backend(args.backend)
+    options = backend.options_from_args(args)
     _write_manifest(run_dir, args.backend, members)
-    return slurm.run(description.run_name, members, slurm_options)
+    return backend.run(description.run_name, members, options)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -20,7 +20,8 @@ An experiment module (see ``experiments/``) defines ``RUN_DESCRIPTION``::
     <train_dir>/<run_name>/<experiment>/<experiment>_NN.../    the member's run dir (train_dir=, experiment=)
     <train_dir>/<run_name>/<experiment>/logs/<member>.log     the member's stdout and stderr
 
-This module is pure (no processes, no files): it is what ``tests/test_launcher_grid.py`` tests.
+This module is pure (no processes, no files): it is what ``tests/launcher/test_launcher_grid.py`` tests.
+Override values are written by :func:`pbt.restart.format_value`, as a restart writes them.
 """
 import itertools
 import os
@@ -28,9 +29,11 @@ import random
 import re
 import shlex
 import sys
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from pbt.errors import ConfigError
+from pbt.restart import format_override, format_value, split_override_key
 
 # Keys the launcher manages for every member (unless the command or the grid already sets them).
 WORKSPACE_KEY = "pbt.workspace"
@@ -53,25 +56,11 @@ def _check_name(what: str, name: str) -> None:
         )
 
 
-def format_value(value: Any) -> str:
-    """Format a parameter value as a Hydra override value (``True``, ``null``, ``[1,2]``, ``0.001``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(format_value(v) for v in value) + "]"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
 def _override_key(token: str) -> Optional[str]:
     """The key of a ``key=value`` override token (``+key=``/``++key=``/``~key`` prefixes dropped)."""
     if "=" not in token or token.startswith("-"):
         return None
-    key = token.split("=", 1)[0].lstrip("+~")
-    return key or None
+    return split_override_key(token)[1] or None
 
 
 class ParamGenerator:
@@ -227,30 +216,19 @@ class Experiment:
         return any(k is not None and (k == "pbt" or k.startswith("pbt.")) for k in keys)
 
 
+@dataclass(repr=False, eq=False)
 class Member:
     """One process of a run: its exact command, environment, directories and log file."""
 
-    def __init__(
-        self,
-        experiment: str,
-        index: int,
-        name: str,
-        params: Dict[str, Any],
-        argv: List[str],
-        env: Dict[str, str],
-        experiment_dir: str,
-        workspace: Optional[str],
-        log_path: str,
-    ) -> None:
-        self.experiment = experiment
-        self.index = index
-        self.name = name
-        self.params = params
-        self.argv = argv
-        self.env = env
-        self.experiment_dir = experiment_dir
-        self.workspace = workspace
-        self.log_path = log_path
+    experiment: str
+    index: int
+    name: str
+    params: Dict[str, Any]
+    argv: List[str]
+    env: Dict[str, str]
+    experiment_dir: str
+    workspace: Optional[str]
+    log_path: str
 
     @property
     def cmd(self) -> str:
@@ -332,12 +310,13 @@ def _experiment_members(experiment: Experiment, run_dir: str, python: Optional[s
         keys = base_keys | set(params)
         # Overrides the grid sets replace the same keys in the base command.
         argv = [t for t in base if _override_key(t) not in params]
-        argv += [f"{k}={format_value(v)}" for k, v in params.items()]
-        managed: List[Tuple[str, str]] = [(TRAIN_DIR_KEY, exp_dir), (EXPERIMENT_KEY, name)]
+        # The same formatter as a restart (pbt.restart), so both write a value as the same text.
+        argv += [format_override(k, v) for k, v in params.items()]
+        managed: List[Tuple[str, Any]] = [(TRAIN_DIR_KEY, exp_dir), (EXPERIMENT_KEY, name)]
         if is_pbt:
             managed.append((WORKSPACE_KEY, workspace or ""))
-            managed.append((NUM_POLICIES_KEY, str(count)))
-        argv += [f"{k}={v}" for k, v in managed if k not in keys]
+            managed.append((NUM_POLICIES_KEY, count))
+        argv += [format_override(k, v) for k, v in managed if k not in keys]
         for token in argv:
             if "\n" in token or "\r" in token:
                 raise ConfigError(f"Experiment {experiment.name!r}: argument {token!r} contains a newline; remove it (commands are stored one per line).")

@@ -1,26 +1,28 @@
 """One PBT member's life, without torch: start-up (resume or initial mutation), the PBT iteration
 (publish, scan, decide, record lineage, keep the best, clean up) and the restart plan.
 
-The rl_games observer (pbt/observer.py) feeds it numbers and an opaque state dict; every byte on
-disk goes through :class:`pbt.workspace.Workspace`; every decision comes from
+The rl_games glue (:mod:`pbt.rl_games`) feeds it numbers and an opaque state dict; every byte on
+disk goes through :class:`pbt.storage.Workspace`; every decision comes from
 :func:`pbt.selection.decide`; the restart itself is :mod:`pbt.restart`.
 """
 import logging
 import random
 import time
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set
 
-from pbt.config import PbtConfig, set_by_key
+from pbt.config import PbtConfig
+from pbt.keys import set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.mutation import current_params, validate_scheme
-from pbt.record import Record
 from pbt.restart import build_restart_argv
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
-from pbt.liveness import ALIVE, FINISHED, LOCK_FILE, STALE, MemberLiveness, PeerStatus, peer_status
-from pbt.workspace import Workspace
+from pbt.storage import LineageEntry, Record, Workspace
+from pbt.storage.lineage import STARTUP
+from pbt.storage.format import LOCK_FILE
+from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
 
 log = logging.getLogger(__name__)
 
@@ -51,20 +53,6 @@ def disallowed_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[in
             if r.policy_idx in stale and not (r.has_objective and r.objective == best)}
 
 
-def restrict_donors(records: Iterable[Record], disallowed: Iterable[int]) -> List[Record]:
-    """The records to hand to :func:`pbt.selection.decide`, with the ``disallowed`` members still
-    ranked (objective, group sizes, spread and known-objective count unchanged) but never taken as
-    donors.
-
-    Selection takes a donor only if it passes the ready rule (``frames_since_replace >=
-    pbt.ready_after``, with ``ready_after >= 0``); a disallowed member's record is handed over with
-    ``frames_since_replace = -1``, which no ready rule accepts. Nothing else in selection reads a
-    peer's ``frames_since_replace``.
-    """
-    banned = set(disallowed)
-    return [replace(r, frames_since_replace=-1) if r.policy_idx in banned else r for r in records]
-
-
 def is_io_error(exc: BaseException) -> bool:
     """True when ``exc`` (a WorkspaceError) was caused by the OS refusing a read or write (disk
     full, read-only filesystem, permissions, I/O error), not by bad data."""
@@ -92,11 +80,11 @@ class PbtMember:
         self.cfg = cfg
         self.pbt = PbtConfig.from_mapping(cfg["pbt"])
         self.pbt.validate_population()
-        validate_scheme(self.pbt.mutation, cfg)
+        validate_scheme(self.pbt.explore.mutation, cfg)
         self.run_dir = Path(run_dir)
         self.argv = list(argv)
         self.workspace = Workspace(self.pbt.workspace, self.pbt.policy_idx, self.pbt.num_policies)
-        self.params: Dict[str, Any] = current_params(cfg, self.pbt.mutation)
+        self.params: Dict[str, Any] = current_params(cfg, self.pbt.explore.mutation)
         self.resume_record: Optional[Record] = None
         self.start_frame = 0
         self.replaced_at_frame = 0
@@ -104,8 +92,8 @@ class PbtMember:
         self.best_interval_objective: Optional[float] = None
         self.rng = random.Random(pbt_seed(self.pbt, int(cfg.get("seed", 0)), 0))
         self.liveness: Optional[MemberLiveness] = None
-        self.peer_states: Dict[int, str] = {}
-        self.pending_lineage: List[Dict[str, Any]] = []
+        self.peer_watch = PeerWatch(self.workspace, self.pbt.liveness.heartbeat_timeout)
+        self.lineage = LineageLog(self.workspace, self.pbt.on_write_error)
         self.write_failing = False
 
     # -- start-up -----------------------------------------------------------------------------
@@ -114,8 +102,8 @@ class PbtMember:
         process holds it), resume from the workspace or mutate a fresh member once, and start the
         heartbeat; return the updated config."""
         self.workspace.probe_writable()
-        self.liveness = MemberLiveness(self.workspace.own_dir, self.pbt.policy_idx, self.pbt.heartbeat_interval,
-                                       self.pbt.heartbeat_timeout)
+        self.liveness = MemberLiveness(self.workspace.store, self.workspace.own_key, self.pbt.policy_idx,
+                                       self.pbt.liveness.heartbeat_interval, self.pbt.liveness.heartbeat_timeout)
         self.liveness.acquire()
         try:
             if not self.pbt.restarted and not self.cfg.get("checkpoint"):
@@ -133,7 +121,7 @@ class PbtMember:
             record = self.workspace.latest_record(idx, verify=True)
             if record is not None:
                 self.resume_record = record
-                self.params = {k: v for k, v in record.params.items() if k in self.pbt.mutation}
+                self.params = {k: v for k, v in record.params.items() if k in self.pbt.explore.mutation}
                 log.info("PBT policy %d resumes from its iteration %d (frame %d) in %s",
                          idx, record.iteration, record.frame, root)
                 return
@@ -146,7 +134,7 @@ class PbtMember:
                 )
             lineage = self.workspace.read_lineage()
             if lineage:  # killed before its first record: keep the hyperparameters it started with
-                after = lineage[-1].get("params_after") or {}
+                after = lineage[-1].params_after
                 self.params = {k: after.get(k, v) for k, v in self.params.items()}
                 log.info("PBT policy %d has no record yet but a lineage: starting from frame 0 with its "
                          "recorded hyperparameters", idx)
@@ -169,7 +157,7 @@ class PbtMember:
         before = dict(self.params)
         self.params = initial_mutation(self.params, self.pbt, self.rng)
         self.append_lineage(MUTATE, None, "initial mutation of a fresh member", before, self.params,
-                            frame=0, iteration=0, objective=None, mode="startup")
+                            frame=0, iteration=0, objective=None, mode=STARTUP)
 
     def heartbeat(self, frame: int) -> None:
         """Tell the heartbeat thread the frame count (called after every epoch; cheap)."""
@@ -209,8 +197,8 @@ class PbtMember:
 
     def last_replacement_frame(self) -> int:
         """Frame of this member's last weight replacement, from its own lineage (0: never)."""
-        events = [e for e in self.workspace.read_lineage() if e.get("action") == REPLACE]
-        return int(events[-1].get("frame", 0)) if events else 0
+        events = [e for e in self.workspace.read_lineage() if e.action == REPLACE]
+        return events[-1].frame if events else 0
 
     # -- the iteration ------------------------------------------------------------------------
     def due(self, frame: int) -> bool:
@@ -232,9 +220,9 @@ class PbtMember:
         peers = self.workspace.latest_records(max_iteration=iteration)
         peers[self.pbt.policy_idx] = own
         stale = [i for i, status in self.check_peers().items() if status.state == STALE]
-        candidates = restrict_donors(peers.values(), disallowed_donors(peers.values(), stale))
+        banned = disallowed_donors(peers.values(), stale)
         member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
-        decision = decide(member, candidates, self.pbt, self.rng)
+        decision = decide(member, list(peers.values()), self.pbt, self.rng, banned_donors=banned)
         self.best_interval_objective = None
         self.keep_best(peers)
         self.workspace.cleanup(peers)
@@ -292,28 +280,7 @@ class PbtMember:
 
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
         """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""
-        statuses: Dict[int, PeerStatus] = {}
-        for idx in range(self.pbt.num_policies):
-            if idx == self.pbt.policy_idx:
-                continue
-            status = peer_status(self.workspace.member_dir(idx), self.pbt.heartbeat_timeout, now)
-            statuses[idx] = status
-            state = FINISHED if status.beat is not None and status.beat.state == FINISHED else status.state
-            previous = self.peer_states.get(idx)
-            if state == previous:
-                continue
-            self.peer_states[idx] = state
-            if state == STALE:
-                log.warning("PBT policy %d: member %d looks dead (%s; limit pbt.heartbeat_timeout=%g s). It is no "
-                            "donor unless its record is the population best, and the others carry on without it.",
-                            self.pbt.policy_idx, idx, status.describe(), self.pbt.heartbeat_timeout)
-            elif state == FINISHED:
-                log.info("PBT policy %d: member %d finished training (%s)", self.pbt.policy_idx, idx,
-                         status.describe())
-            elif state == ALIVE and previous == STALE:
-                log.warning("PBT policy %d: member %d is alive again (%s)", self.pbt.policy_idx, idx,
-                            status.describe())
-        return statuses
+        return self.peer_watch.check(now)
 
     def keep_best(self, records: Mapping[int, Record]) -> None:
         known = [r for r in records.values() if r.has_objective]
@@ -351,54 +318,84 @@ class PbtMember:
         overrides["experiment"] = self.cfg["experiment"]
         return RestartPlan(dest, build_restart_argv(self.argv, overrides, str(dest)))
 
-    def append_lineage(
-        self,
-        action: str,
-        donor: Optional[Record],
-        reason: str,
-        before: Mapping[str, Any],
-        after: Mapping[str, Any],
-        frame: int,
-        iteration: int,
-        objective: Optional[float],
-        mode: Optional[str] = None,
-        mode_reason: str = "",
-        decided_at: Optional[float] = None,
-    ) -> None:
+    def append_lineage(self, action: str, donor: Optional[Record], reason: str, before: Mapping[str, Any],
+                       after: Mapping[str, Any], frame: int, iteration: int, objective: Optional[float],
+                       mode: Optional[str] = None, mode_reason: str = "", decided_at: Optional[float] = None) -> None:
+        """Record one PBT event in this member's lineage (kept pending while the disk refuses it)."""
         now = time.time()
-        self.pending_lineage.append({
-            "time": now,
-            "decided_at": now if decided_at is None else decided_at,
-            "policy_idx": self.pbt.policy_idx,
-            "iteration": iteration,
-            "frame": frame,
-            "objective": objective,
-            "action": action,
-            "donor": None if donor is None else donor.policy_idx,
-            "donor_iteration": None if donor is None else donor.iteration,
-            "donor_objective": None if donor is None else donor.objective,
-            "reason": reason,
-            "mode": mode if action != KEEP else None,
-            "mode_reason": mode_reason,
-            "params_before": dict(before),
-            "params_after": dict(after),
-        })
-        self.flush_lineage()
+        self.lineage.append(LineageEntry(
+            policy_idx=self.pbt.policy_idx, iteration=iteration, frame=frame, action=action, reason=reason,
+            objective=objective,
+            donor=None if donor is None else donor.policy_idx,
+            donor_iteration=None if donor is None else donor.iteration,
+            donor_objective=None if donor is None else donor.objective,
+            mode=mode if action != KEEP else None, mode_reason=mode_reason,
+            params_before=dict(before), params_after=dict(after),
+            time=now, decided_at=now if decided_at is None else decided_at,
+        ))
 
     def flush_lineage(self) -> bool:
-        """Append the pending lineage entries; under pbt.on_write_error=retry an I/O failure keeps
-        them pending (logged) for the next try, so a full disk loses no PBT event while the process
-        lives. Returns True when nothing is pending."""
-        while self.pending_lineage:
+        """Append the pending lineage entries; True when nothing is pending."""
+        return self.lineage.flush()
+
+
+class LineageLog:
+    """A member's lineage writes under ``pbt.on_write_error``: with "retry" an I/O failure keeps the
+    entries pending (logged) for the next try, so a full disk loses no PBT event while the process
+    lives."""
+
+    def __init__(self, workspace: Workspace, on_write_error: str) -> None:
+        self.workspace = workspace
+        self.on_write_error = on_write_error
+        self.pending: List[LineageEntry] = []
+
+    def append(self, entry: LineageEntry) -> None:
+        self.pending.append(entry)
+        self.flush()
+
+    def flush(self) -> bool:
+        """Append the pending entries in order; True when nothing is pending."""
+        while self.pending:
             try:
-                self.workspace.append_lineage(self.pending_lineage[0])
+                self.workspace.append_lineage(self.pending[0])
             except WorkspaceError as exc:
-                if self.pbt.on_write_error == "fail" or not is_io_error(exc):
+                if self.on_write_error == "fail" or not is_io_error(exc):
                     raise
                 log.error("PBT policy %d: could not append to its lineage (%s); %d entr%s kept in memory and "
-                          "written at the next PBT interval", self.pbt.policy_idx, str(exc).rstrip("."),
-                          len(self.pending_lineage),
-                          "y" if len(self.pending_lineage) == 1 else "ies")
+                          "written at the next PBT interval", self.workspace.policy_idx, str(exc).rstrip("."),
+                          len(self.pending), "y" if len(self.pending) == 1 else "ies")
                 return False
-            self.pending_lineage.pop(0)
+            self.pending.pop(0)
         return True
+
+
+class PeerWatch:
+    """Peers' liveness from their heartbeats, logging each change of a peer's state once."""
+
+    def __init__(self, workspace: Workspace, heartbeat_timeout: float) -> None:
+        self.workspace = workspace
+        self.timeout = heartbeat_timeout
+        self.states: Dict[int, str] = {}
+
+    def check(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
+        me = self.workspace.policy_idx
+        statuses: Dict[int, PeerStatus] = {}
+        for idx in range(self.workspace.num_policies):
+            if idx == me:
+                continue
+            status = peer_status(self.workspace.store, self.workspace.member_key(idx), self.timeout, now)
+            statuses[idx] = status
+            state = FINISHED if status.beat is not None and status.beat.state == FINISHED else status.state
+            previous = self.states.get(idx)
+            if state == previous:
+                continue
+            self.states[idx] = state
+            if state == STALE:
+                log.warning("PBT policy %d: member %d looks dead (%s; limit pbt.heartbeat_timeout=%g s). It is no "
+                            "donor unless its record is the population best, and the others carry on without it.",
+                            me, idx, status.describe(), self.timeout)
+            elif state == FINISHED:
+                log.info("PBT policy %d: member %d finished training (%s)", me, idx, status.describe())
+            elif state == ALIVE and previous == STALE:
+                log.warning("PBT policy %d: member %d is alive again (%s)", me, idx, status.describe())
+        return statuses

@@ -136,3 +136,41 @@ class ObjectiveTracker:
     def reset(self) -> None:
         """Forget everything (after the member's weights were replaced)."""
         self.__init__(self.key, self.num_envs)  # type: ignore[misc]
+
+
+class MemberObjective:
+    """What PBT ranks a member by: the task's ``key`` when it reports it, else each finished episode's
+    return (``fallback_key``), tracked side by side until the task shows which it reports."""
+
+    def __init__(self, key: str, fallback_key: str, num_envs: int) -> None:
+        self.reported = ObjectiveTracker(key, num_envs)
+        self.returns = ObjectiveTracker(fallback_key, num_envs)
+
+    def update(self, infos: Any, done_indices: Sequence[int]) -> None:
+        self.reported.update(infos, done_indices)
+        self.returns.update(infos, done_indices)
+
+    @property
+    def scoring(self) -> ObjectiveTracker:
+        """The tracker PBT ranks by."""
+        return self.reported if self.reported.seen else self.returns
+
+    @property
+    def value(self) -> Optional[float]:
+        """The objective over each env's last finished episode (None until every env finished two)."""
+        return self.scoring.value
+
+    @property
+    def recent(self) -> List[float]:
+        """The latest per-episode objectives (published with a member's record)."""
+        return list(self.scoring.recent)
+
+    @property
+    def reported_value(self) -> Optional[float]:
+        """The task's own objective (None when it does not report ``key``)."""
+        return self.reported.value if self.reported.seen else None
+
+    def reset(self) -> None:
+        """Forget everything (after the member's weights were replaced)."""
+        self.reported.reset()
+        self.returns.reset()

@@ -1,7 +1,14 @@
-"""OmegaConf resolvers used by the YAML configs (registered once, idempotently; no torch)."""
+"""OmegaConf resolvers used by the YAML configs (registered once, idempotently; no torch), and where
+those configs are."""
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
+
+#: The Hydra config directory (``configs/`` next to the ``pbt`` package), as an absolute path: a
+#: relative one would make Hydra look for a ``configs`` Python package when the entry point is
+#: imported rather than run as ``__main__`` (``python -m pbt.play`` runs ``pbt.tools.play``).
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 
 
 def resolve_default(default: Any, arg: Any) -> Any:

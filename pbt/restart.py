@@ -7,6 +7,8 @@ and the environment is left untouched.
 
 Values are written so Hydra's override grammar reads them back exactly: floats via ``repr``,
 booleans as ``true``/``false``, None as ``null``, strings quoted unless they are plain words.
+:func:`format_value` is the project's one override formatter: the launcher writes its members'
+commands with it too, so a launched and a restarted member spell a value the same way.
 """
 import logging
 import math

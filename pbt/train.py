@@ -6,15 +6,15 @@ import hydra
 from omegaconf import DictConfig
 
 from pbt.errors import PbtError
-from pbt.registry import rewrite_task_overrides
-from pbt.resolvers import register_resolvers
+from pbt.resolvers import CONFIG_DIR, register_resolvers
+from pbt.tasks.registry import rewrite_task_overrides
 
 log = logging.getLogger("pbt.train")
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="config")
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
-    from pbt.worker import run
+    from pbt.rl_games.runner import run
 
     run(cfg)
 

@@ -19,6 +19,7 @@ VENV="${VENV38:-${TMPDIR:-/tmp}/pbt-py38-venv}"
 "$VENV/bin/python" -m pip install --quiet pytest pyyaml hypothesis
 "$VENV/bin/python" -c "import sys; assert sys.version_info[:2] == (3, 8), sys.version"
 PYTHONPATH="$PWD" "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
-  tests/test_config.py tests/test_mutation.py tests/test_selection.py tests/test_objective.py tests/test_stats.py \
-  tests/test_workspace.py tests/test_restart.py tests/test_member.py tests/test_liveness.py tests/test_faults_member.py \
-  tests/test_launcher_grid.py tests/test_launcher_processes.py tests/test_core_imports.py
+  tests/test_config.py tests/mutation tests/selection tests/test_objective.py \
+  tests/storage/test_workspace.py tests/storage/test_liveness.py tests/test_restart.py tests/member/test_member.py \
+  tests/member/test_donors.py tests/faults/test_faults_member.py tests/test_structure.py \
+  tests/launcher/test_launcher_grid.py tests/launcher/test_launcher_processes.py tests/test_core_imports.py

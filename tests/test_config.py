@@ -1,51 +1,53 @@
-"""Tests of pbt.config: PbtConfig defaults, validation, dotted-key helpers and the YAML group files."""
+"""Tests of pbt.config: PbtConfig defaults, sections, validation, dotted-key helpers (pbt.keys) and the
+YAML group files."""
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any, Dict
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pbt.config import (
-    DEFAULT_MUTATION,
-    PbtConfig,
-    field_names,
-    flatten,
-    get_by_key,
-    has_key,
-    set_by_key,
-)
+from pbt.config import LivenessConfig, PbtConfig, flat_keys, key_sections, section_classes
 from pbt.errors import ConfigError
+from pbt.keys import flatten, get_by_key, has_key, set_by_key
+from pbt.mutation import DEFAULT_MUTATION, ExploreConfig
+from pbt.sections import Section, section_keys
+from pbt.selection import STRATEGIES, DexPbtConfig, SelectionGates, ThresholdConfig
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 def test_defaults_are_dexpbt_upstream() -> None:
     cfg = PbtConfig()
+    dex, thr = cfg.strategies["dexpbt"], cfg.strategies["threshold"]
     assert cfg.enabled is False
     assert (cfg.policy_idx, cfg.num_policies, cfg.workspace) == (0, 8, "pbt_workspace")
-    assert (cfg.interval_steps, cfg.start_after, cfg.initial_delay) == (10**7, 10**7, 2 * 10**7)
-    assert (cfg.replace_fraction_worst, cfg.replace_fraction_best) == (0.125, 0.3)
-    assert (cfg.replace_threshold_frac_std, cfg.replace_threshold_frac_absolute) == (0.5, 0.05)
-    assert (cfg.mutation_rate, cfg.change_min, cfg.change_max) == (0.15, 1.1, 1.5)
-    assert cfg.dbg_mode is False and cfg.restarted is False and cfg.seed is None
+    assert (cfg.interval_steps, cfg.gates.start_after, cfg.gates.initial_delay) == (10**7, 10**7, 2 * 10**7)
+    assert (dex.replace_fraction_worst, dex.replace_fraction_best) == (0.125, 0.3)
+    assert (dex.replace_threshold_frac_std, dex.replace_threshold_frac_absolute) == (0.5, 0.05)
+    assert (cfg.explore.mutation_rate, cfg.explore.change_min, cfg.explore.change_max) == (0.15, 1.1, 1.5)
+    assert cfg.gates.dbg_mode is False and cfg.restarted is False and cfg.seed is None
     assert (cfg.objective, cfg.selection) == ("true_objective", "dexpbt")
-    assert (cfg.threshold_std, cfg.threshold_abs) == (0.1, 0.025)
-    assert cfg.mutation == DEFAULT_MUTATION
-    assert cfg.mutation is not DEFAULT_MUTATION  # each config owns its scheme
+    assert (thr.threshold_std, thr.threshold_abs) == (0.1, 0.025)
+    assert cfg.explore.mutation == DEFAULT_MUTATION
+    assert cfg.explore.mutation is not DEFAULT_MUTATION  # each config owns its scheme
 
 
 def test_from_mapping_round_trip() -> None:
     cfg = PbtConfig(enabled=True, policy_idx=3, num_policies=4, seed=7, selection="threshold")
     assert PbtConfig.from_mapping(cfg.to_dict()) == cfg
+    assert cfg.to_dict() is not cfg.to_dict() and cfg.to_dict()["mutation"] is not cfg.explore.mutation
 
 
 def test_from_mapping_coerces_cli_numbers() -> None:
     # Hydra parses `pbt.interval_steps=1e6` as a float; PyYAML reads `1e7` as a string.
     cfg = PbtConfig.from_mapping({"interval_steps": 1e6, "start_after": "1e7", "change_max": 2, "seed": 3.0})
     assert cfg.interval_steps == 1_000_000 and isinstance(cfg.interval_steps, int)
-    assert cfg.start_after == 10_000_000 and isinstance(cfg.start_after, int)
-    assert cfg.change_max == 2.0 and isinstance(cfg.change_max, float)
+    assert cfg.gates.start_after == 10_000_000 and isinstance(cfg.gates.start_after, int)
+    assert cfg.explore.change_max == 2.0 and isinstance(cfg.explore.change_max, float)
     assert cfg.seed == 3 and isinstance(cfg.seed, int)
 
 
@@ -109,7 +111,7 @@ def test_out_of_range_raises(key: str, value: Any) -> None:
 def test_fraction_of_one_and_rate_bounds_are_allowed() -> None:
     cfg = PbtConfig.from_mapping({"replace_fraction_best": 1.0, "mutation_rate": 0.0, "change_min": 1.0,
                                   "change_max": 1.0})
-    assert cfg.replace_fraction_best == 1.0 and cfg.mutation_rate == 0.0
+    assert cfg.strategies["dexpbt"].replace_fraction_best == 1.0 and cfg.explore.mutation_rate == 0.0
 
 
 def test_change_max_below_change_min_raises() -> None:
@@ -134,7 +136,7 @@ def test_unknown_mutation_function_lists_valid_names() -> None:
 
 
 def test_null_mutation_is_an_empty_scheme() -> None:
-    assert PbtConfig.from_mapping({"mutation": None}).mutation == {}
+    assert PbtConfig.from_mapping({"mutation": None}).explore.mutation == {}
 
 
 def test_non_mapping_rejected() -> None:
@@ -160,7 +162,128 @@ def test_validate_population_accepts_valid() -> None:
     PbtConfig(enabled=True, num_policies=2, policy_idx=1).validate_population()
 
 
-# -- dotted keys ----------------------------------------------------------------------------------
+# -- sections -------------------------------------------------------------------------------------
+
+#: The flat keys of the pbt group before it was split into sections: users' configs keep working.
+FLAT_KEYS = [
+    "enabled", "policy_idx", "num_policies", "workspace", "interval_steps", "start_after", "initial_delay",
+    "replace_fraction_worst", "replace_fraction_best", "replace_threshold_frac_std",
+    "replace_threshold_frac_absolute", "mutation_rate", "change_min", "change_max", "dbg_mode", "objective",
+    "selection", "threshold_std", "threshold_abs", "threshold_abs_relative", "ready_after", "significance",
+    "min_mutations", "discount_change_min", "discount_change_max", "bounds", "mutation", "initial_mutation",
+    "restarted", "seed", "restart_mode", "heartbeat_interval", "heartbeat_timeout", "on_write_error",
+    "overwrite", "resume",
+]
+
+
+def test_flat_keys_are_unchanged_and_each_in_one_section() -> None:
+    assert sorted(flat_keys()) == sorted(FLAT_KEYS) and len(flat_keys()) == len(FLAT_KEYS)
+    owner = key_sections()
+    assert owner["enabled"] == "" and owner["seed"] == "" and owner["selection"] == ""
+    assert owner["ready_after"] == "gates" and owner["dbg_mode"] == "gates"
+    assert owner["replace_fraction_worst"] == "strategies.dexpbt"
+    assert owner["threshold_abs_relative"] == "strategies.threshold"
+    assert owner["mutation"] == "explore" and owner["initial_mutation"] == "explore"
+    assert owner["heartbeat_timeout"] == "liveness"
+    assert sorted(PbtConfig().to_dict()) == sorted(FLAT_KEYS)
+
+
+def test_from_mapping_routes_each_key_to_its_section() -> None:
+    cfg = PbtConfig.from_mapping({"threshold_std": 0.3, "replace_fraction_best": 0.5, "ready_after": 7,
+                                  "mutation_rate": 0.4, "heartbeat_timeout": 90, "selection": "threshold"})
+    assert cfg.strategies["threshold"].threshold_std == 0.3
+    assert cfg.strategies["dexpbt"].replace_fraction_best == 0.5  # accepted although not selected
+    assert cfg.gates.ready_after == 7 and cfg.explore.mutation_rate == 0.4
+    assert cfg.liveness.heartbeat_timeout == 90.0 and isinstance(cfg.liveness.heartbeat_timeout, float)
+    assert cfg.selection == "threshold"
+
+
+def test_sections_match_their_classes() -> None:
+    cfg = PbtConfig()
+    assert isinstance(cfg.gates, SelectionGates) and isinstance(cfg.explore, ExploreConfig)
+    assert isinstance(cfg.liveness, LivenessConfig)
+    assert sorted(cfg.strategies) == sorted(STRATEGIES)
+    for name, strategy in STRATEGIES.items():
+        assert type(cfg.strategies[name]) is strategy.config_class
+    assert section_classes()["strategies.dexpbt"] is DexPbtConfig
+    assert section_classes()["strategies.threshold"] is ThresholdConfig
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: SelectionGates(ready_after=-1), r"pbt.ready_after=-1 is out of range"),
+    (lambda: SelectionGates(significance=1.0), r"pbt.significance=1.0 is out of range"),
+    (lambda: DexPbtConfig(replace_fraction_worst=0.0), r"pbt.replace_fraction_worst=0.0 is out of range"),
+    (lambda: ThresholdConfig(threshold_std=-1.0), r"pbt.threshold_std=-1.0 is out of range"),
+    (lambda: ExploreConfig(change_min=1.3, change_max=1.2), r"pbt.change_max=1.2 .*>= pbt.change_min \(1.3\)"),
+    (lambda: ExploreConfig(mutation={"x": "mutate_flot"}), r"pbt.mutation\['x'\]: .*Did you mean 'mutate_float'"),
+    (lambda: LivenessConfig(heartbeat_interval=10.0, heartbeat_timeout=15.0),
+     r"pbt.heartbeat_timeout=15.0 .*at least twice pbt.heartbeat_interval \(10 s\)"),
+])
+def test_each_section_validates_itself(build: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build()
+
+
+def test_root_choices_and_overwrite_rule() -> None:
+    with pytest.raises(ConfigError, match="Did you mean 'exec'.* Valid modes: inplace, exec"):
+        PbtConfig.from_mapping({"restart_mode": "exe"})
+    with pytest.raises(ConfigError, match="Valid values: retry, fail"):
+        PbtConfig.from_mapping({"on_write_error": "ignore"})
+    with pytest.raises(ConfigError, match="pbt.overwrite=true only applies with pbt.resume=false"):
+        PbtConfig.from_mapping({"overwrite": True})
+    assert PbtConfig.from_mapping({"overwrite": True, "resume": False}).overwrite is True
+
+
+def test_two_sections_declaring_one_key_is_an_error() -> None:
+    @dataclasses.dataclass
+    class A(Section):
+        x: int = 0
+
+    @dataclasses.dataclass
+    class B(Section):
+        x: float = 0.0
+
+    with pytest.raises(ConfigError, match="pbt.x is declared by both a and b"):
+        section_keys({"a": A, "b": B})
+    assert section_keys({"a": A}) == {"x": "a"}
+
+
+flat_values = st.fixed_dictionaries({}, optional={
+    "enabled": st.booleans(),
+    "num_policies": st.integers(8, 64),
+    "policy_idx": st.integers(0, 7),
+    "interval_steps": st.integers(1, 10**9),
+    "seed": st.one_of(st.none(), st.integers(0, 2**31)),
+    "selection": st.sampled_from(sorted(STRATEGIES)),
+    "start_after": st.integers(0, 10**9),
+    "significance": st.one_of(st.none(), st.floats(0.001, 0.999)),
+    "dbg_mode": st.booleans(),
+    "replace_fraction_worst": st.floats(0.01, 1.0),
+    "replace_threshold_frac_std": st.floats(0.0, 5.0),
+    "threshold_abs": st.floats(0.0, 10.0),
+    "threshold_abs_relative": st.booleans(),
+    "mutation_rate": st.floats(0.0, 1.0),
+    "change_min": st.floats(1.0, 1.2),
+    "min_mutations": st.integers(0, 5),
+    "bounds": st.just({"x": {"min": 0.0, "max": 1.0, "scale": "linear"}}),
+    "mutation": st.just({"x": "mutate_float", "y": "mutate_discount"}),
+    "initial_mutation": st.booleans(),
+    "heartbeat_interval": st.floats(1.0, 60.0),
+    "restart_mode": st.sampled_from(["inplace", "exec"]),
+    "resume": st.just(True),
+})
+
+
+@settings(max_examples=60, deadline=None)
+@given(flat_values)
+def test_flat_mapping_round_trips_unchanged(values: Dict[str, Any]) -> None:
+    cfg = PbtConfig.from_mapping(values)
+    flat = cfg.to_dict()
+    assert flat == dict(PbtConfig().to_dict(), **values)
+    assert PbtConfig.from_mapping(flat) == cfg and PbtConfig.from_mapping(flat).to_dict() == flat
+
+
+# -- dotted keys (pbt.keys) -------------------------------------------------------------------------------
 
 NESTED: Dict[str, Any] = {
     "train": {"params": {"config": {"gamma": 0.99, "mini_epochs": 4, "units": [64, 64], "empty": {}}}},
@@ -217,10 +340,21 @@ def _load(name: str) -> Dict[str, Any]:
 @pytest.mark.parametrize("name, enabled", [("pbt_default.yaml", True), ("no_pbt.yaml", False)])
 def test_group_files_carry_every_key_with_defaults(name: str, enabled: bool) -> None:
     data = _load(name)
-    assert data.pop("defaults") == [{"mutation": "default"}, "_self_"]
-    assert sorted(data) == sorted(n for n in field_names() if n != "mutation")
+    assert data.pop("defaults") == [{"mutation": "default"}, {"selection": sorted(STRATEGIES)}, "_self_"]
+    for strategy in STRATEGIES:
+        data.update(_load(f"selection/{strategy}.yaml"))
+    assert sorted(data) == sorted(n for n in flat_keys() if n != "mutation")
     cfg = PbtConfig.from_mapping(dict(data, mutation=_load("mutation/default.yaml")))
     assert cfg == PbtConfig(enabled=enabled)
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_each_strategy_has_one_config_file_with_its_keys(strategy: str) -> None:
+    path = CONFIGS / "pbt" / "selection" / f"{strategy}.yaml"
+    assert path.read_text().splitlines()[0] == "# @package pbt"
+    data = _load(f"selection/{strategy}.yaml")
+    assert sorted(data) == sorted(STRATEGIES[strategy].config_class.keys())
+    assert STRATEGIES[strategy].config_class.from_flat(data) == PbtConfig().strategies[strategy]
 
 
 def test_default_mutation_scheme_file() -> None:
@@ -241,12 +375,18 @@ def test_hydra_composition(tmp_path: Path) -> None:
     )
     with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
         default = compose(config_name="config", overrides=["pbt.policy_idx=3", "pbt.interval_steps=1e6"])
+        threshold = compose(config_name="config", overrides=["pbt.selection=threshold", "pbt.threshold_std=0.5",
+                                                             "pbt.replace_fraction_best=0.5"])
         tiny = compose(config_name="config", overrides=["pbt/mutation=tiny", "pbt=no_pbt"])
     cfg = PbtConfig.from_mapping(OmegaConf.to_container(default.pbt, resolve=True))  # type: ignore[arg-type]
     assert cfg == PbtConfig(enabled=True, policy_idx=3, interval_steps=1_000_000)
+    assert cfg.to_dict() == dict(PbtConfig(enabled=True).to_dict(), policy_idx=3, interval_steps=1_000_000)
+    cfg = PbtConfig.from_mapping(OmegaConf.to_container(threshold.pbt, resolve=True))  # type: ignore[arg-type]
+    assert cfg.selection == "threshold" and cfg.strategies["threshold"].threshold_std == 0.5
+    assert cfg.strategies["dexpbt"].replace_fraction_best == 0.5
     cfg = PbtConfig.from_mapping(OmegaConf.to_container(tiny.pbt, resolve=True))  # type: ignore[arg-type]
     assert cfg.enabled is False
-    assert cfg.mutation == {"train.params.config.gamma": "mutate_discount"}
+    assert cfg.explore.mutation == {"train.params.config.gamma": "mutate_discount"}
 
 
 def test_default_scheme_matches_the_shipped_train_config() -> None:
@@ -261,6 +401,6 @@ def test_default_scheme_matches_the_shipped_train_config() -> None:
     with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
         cfg = compose(config_name="config", overrides=["pbt=pbt_default"])
     pbt_cfg = PbtConfig.from_mapping(OmegaConf.to_container(cfg.pbt, resolve=True))  # type: ignore[arg-type]
-    params = current_params(OmegaConf.to_container(cfg, resolve=False), pbt_cfg.mutation)  # type: ignore[arg-type]
+    params = current_params(OmegaConf.to_container(cfg, resolve=False), pbt_cfg.explore.mutation)  # type: ignore[arg-type]
     assert sorted(params) == sorted(DEFAULT_MUTATION)
     assert isinstance(params["train.params.config.mini_epochs"], int)

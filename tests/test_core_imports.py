@@ -4,8 +4,11 @@ import sys
 
 from conftest import REPO
 
-CORE = ["pbt", "pbt.config", "pbt.mutation", "pbt.selection", "pbt.record", "pbt.workspace", "pbt.restart",
-        "pbt.member", "pbt.objective", "pbt.registry", "pbt.tasks", "launcher.run", "launcher.run_description"]
+CORE = ["pbt", "pbt.config", "pbt.keys", "pbt.sections", "pbt.procfs", "pbt.mutation", "pbt.selection",
+        "pbt.storage", "pbt.storage.liveness", "pbt.storage.checkpoints", "pbt.restart", "pbt.member",
+        "pbt.objective", "pbt.tasks", "pbt.tasks.registry", "pbt.tasks.base", "pbt.tasks.isaacgym",
+        "pbt.tools.snapshot", "launcher.run", "launcher.run_description", "launcher.backends.processes",
+        "launcher.backends.slurm"]
 
 
 def test_core_modules_do_not_import_torch():

@@ -1,5 +1,5 @@
 """The objective tracker: DexPBT's per-env rule, scalar objectives, dotted keys, readiness."""
-from pbt.objective import ObjectiveTracker, lookup
+from pbt.objective import MemberObjective, ObjectiveTracker, lookup
 
 
 def test_lookup_walks_dotted_keys_and_prefers_whole_keys():
@@ -50,3 +50,16 @@ def test_reset_forgets_everything():
         t.update({"true_objective": [1.0]}, [0])
     t.reset()
     assert not t.seen and not t.ready and t.value is None and not t.recent
+
+
+def test_member_objective_falls_back_to_returns_until_the_task_reports_its_key():
+    m = MemberObjective("true_objective", "episode_return", num_envs=2)
+    for _ in range(2):
+        m.update({"episode_return": [-5.0, -7.0]}, [0, 1])
+    assert m.scoring is m.returns and m.value == -6.0 and m.reported_value is None
+    assert m.recent[-2:] == [-5.0, -7.0]
+    for _ in range(2):
+        m.update({"episode_return": [1.0, 1.0], "true_objective": [0.5, 1.0]}, [0, 1])
+    assert m.scoring is m.reported and m.value == 0.75 and m.reported_value == 0.75
+    m.reset()
+    assert m.value is None and m.recent == [] and m.scoring is m.returns

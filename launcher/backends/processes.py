@@ -12,6 +12,7 @@
   re-executes itself (``os.execv``, same PID) is still the same process: that is not a crash.
 - Exit status: 0 if every member exited 0, 1 if one failed for good, 128+N when stopped by signal N.
 """
+import argparse
 import collections
 import logging
 import os
@@ -20,52 +21,69 @@ import socket
 import subprocess
 import sys
 import time
-from typing import IO, Any, Callable, Deque, Dict, List, Optional
+from dataclasses import dataclass
+from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from launcher.backends.proctools import is_alive, kill_signal_name, related_processes, signal_group, signal_processes
+from launcher.backends.proctools import kill_signal_name, related_processes, signal_group, signal_processes
 from launcher.run_description import Member
 from pbt.errors import ConfigError
+from pbt.procfs import is_alive, process_start_time
+from pbt.storage.local import create_exclusive, remove_quietly
 
 log = logging.getLogger("launcher")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class ProcessesOptions:
-    """Options of the processes backend (see ``launcher.run --help``)."""
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("processes backend")
+    group.add_argument("--pause_between", type=float, default=0.0, help="seconds between two member starts (processes)")
+    group.add_argument("--num_gpus", type=int, default=1, help="GPUs on this machine to spread members over")
+    group.add_argument("--experiments_per_gpu", type=int, default=-1, help="members per GPU (sets CUDA_VISIBLE_DEVICES); -1 leaves it unset")
+    group.add_argument("--max_restarts", type=int, default=3, help="restarts of a crashed member (it resumes from its workspace)")
+    group.add_argument("--restart_delay", type=float, default=1.0, help="seconds before a crashed member is restarted")
+    group.add_argument("--kill_timeout", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL when stopping")
 
-    def __init__(
-        self,
-        max_parallel: int = 0,
-        num_gpus: int = 1,
-        experiments_per_gpu: int = -1,
-        pause_between: float = 0.0,
-        max_restarts: int = 3,
-        restart_delay: float = 1.0,
-        kill_timeout: float = 10.0,
-        poll_interval: float = 0.1,
-    ) -> None:
-        if max_parallel < 0:
-            raise ConfigError(f"--max_parallel={max_parallel} is negative; use 0 to run every member at once, or a positive limit.")
-        if num_gpus < 0:
-            raise ConfigError(f"--num_gpus={num_gpus} is negative; use the number of GPUs on this machine (0 for none).")
-        if experiments_per_gpu == 0 or experiments_per_gpu < -1:
-            raise ConfigError(f"--experiments_per_gpu={experiments_per_gpu} is invalid; use a positive count, or -1 to leave CUDA_VISIBLE_DEVICES unset.")
-        if experiments_per_gpu > 0 and num_gpus == 0:
+
+@dataclass
+class ProcessesOptions:
+    """Options of the processes backend (``python -m launcher.run --help``); validated on creation."""
+
+    max_parallel: int = 0  # members running at once (0: all)
+    num_gpus: int = 1  # GPUs to spread members over
+    experiments_per_gpu: int = -1  # members per GPU; -1: CUDA_VISIBLE_DEVICES left alone
+    pause_between: float = 0.0  # seconds between two member starts
+    max_restarts: int = 3  # restarts of a crashed member
+    restart_delay: float = 1.0  # seconds before a crashed member restarts
+    kill_timeout: float = 10.0  # seconds between SIGTERM and SIGKILL
+    poll_interval: float = 0.1  # seconds between two looks at the members
+
+    def __post_init__(self) -> None:
+        if self.max_parallel < 0:
+            raise ConfigError(f"--max_parallel={self.max_parallel} is negative; use 0 to run every member at once, or a positive limit.")
+        if self.num_gpus < 0:
+            raise ConfigError(f"--num_gpus={self.num_gpus} is negative; use the number of GPUs on this machine (0 for none).")
+        if self.experiments_per_gpu == 0 or self.experiments_per_gpu < -1:
+            raise ConfigError(f"--experiments_per_gpu={self.experiments_per_gpu} is invalid; use a positive count, or -1 to leave CUDA_VISIBLE_DEVICES unset.")
+        if self.experiments_per_gpu > 0 and self.num_gpus == 0:
             raise ConfigError("--experiments_per_gpu > 0 needs --num_gpus >= 1; for CPU-only runs use --experiments_per_gpu=-1.")
-        if max_restarts < 0:
-            raise ConfigError(f"--max_restarts={max_restarts} is negative; use 0 to never restart a crashed member.")
-        for name, value in (("--pause_between", pause_between), ("--restart_delay", restart_delay), ("--kill_timeout", kill_timeout)):
+        if self.max_restarts < 0:
+            raise ConfigError(f"--max_restarts={self.max_restarts} is negative; use 0 to never restart a crashed member.")
+        for name, value in (("--pause_between", self.pause_between), ("--restart_delay", self.restart_delay), ("--kill_timeout", self.kill_timeout)):
             if value < 0:
                 raise ConfigError(f"{name}={value} is negative; give seconds >= 0.")
-        self.max_parallel = max_parallel
-        self.num_gpus = num_gpus
-        self.experiments_per_gpu = experiments_per_gpu
-        self.pause_between = pause_between
-        self.max_restarts = max_restarts
-        self.restart_delay = restart_delay
-        self.kill_timeout = kill_timeout
-        self.poll_interval = poll_interval
+
+
+def options_from_args(args: argparse.Namespace) -> ProcessesOptions:
+    return ProcessesOptions(
+        max_parallel=args.max_parallel,
+        num_gpus=args.num_gpus,
+        experiments_per_gpu=args.experiments_per_gpu,
+        pause_between=args.pause_between,
+        max_restarts=args.max_restarts,
+        restart_delay=args.restart_delay,
+        kill_timeout=args.kill_timeout,
+    )
 
 
 class GpuAllocator:
@@ -367,7 +385,7 @@ class ProcessesBackend:
 
 
 class RunLock:
-    """``<experiment_dir>/launcher.lock`` (host and pid): one launcher per experiment directory.
+    """``<experiment_dir>/launcher.lock`` (host, pid, start time): one launcher per experiment directory.
 
     Two launchers on one run would start two copies of each member on one workspace. A lock left
     by a launcher that died on this host is taken over; one from another host must be removed by hand.
@@ -388,44 +406,47 @@ class RunLock:
 
     def __exit__(self, *exc: Any) -> None:
         for path in self.held:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            remove_quietly(path)
         self.held = []
 
     def _acquire(self, path: str) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        me = f"{socket.gethostname()} {os.getpid()}"
+        # The start time tells this launcher from a later process that reuses its pid.
+        me = f"{socket.gethostname()} {os.getpid()} {process_start_time(os.getpid()) or ''}".rstrip()
         for _ in range(2):
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                try:
-                    with open(path) as f:
-                        host, _, pid = f.read().strip().partition(" ")
-                except OSError:
-                    continue
-                if host == socket.gethostname() and pid.isdigit() and not is_alive(int(pid)):
-                    log.warning("taking over %s left by launcher pid %s, which is gone", path, pid)
-                    try:
-                        os.remove(path)
-                    except FileNotFoundError:
-                        pass
-                    continue
-                where = f"pid {pid} on this host" if host == socket.gethostname() else f"pid {pid} on host {host}"
-                raise ConfigError(
-                    f"another launcher ({where}) is running this experiment ({path}); two launchers would start two "
-                    f"copies of each member on one workspace. Stop it first, or delete {path} if it is no longer running."
-                ) from None
-            with os.fdopen(fd, "w") as f:
-                f.write(me + "\n")
-            self.held.append(path)
-            return
+            if create_exclusive(path, (me + "\n").encode()):
+                self.held.append(path)
+                return
+            owner = _read_owner(path)
+            if owner is None:
+                continue  # removed meanwhile
+            host, pid, start_time = owner
+            if host == socket.gethostname() and pid.isdigit() and not is_alive(int(pid), start_time):
+                log.warning("taking over %s left by launcher pid %s, which is gone", path, pid)
+                remove_quietly(path)
+                continue
+            where = f"pid {pid} on this host" if host == socket.gethostname() else f"pid {pid} on host {host}"
+            raise ConfigError(
+                f"another launcher ({where}) is running this experiment ({path}); two launchers would start two "
+                f"copies of each member on one workspace. Stop it first, or delete {path} if it is no longer running."
+            )
         raise ConfigError(f"could not take the launcher lock {path}; delete it if no launcher is running this experiment.")
 
 
-def run(members: List[Member], options: ProcessesOptions) -> int:
+def _read_owner(path: str) -> Optional[Tuple[str, str, Optional[str]]]:
+    """(host, pid, start time or None) written in a lock file; None if it cannot be read.
+
+    Locks written before the start time was recorded hold only ``host pid``."""
+    try:
+        with open(path) as f:
+            host, _, rest = f.read().strip().partition(" ")
+    except OSError:
+        return None
+    pid, _, start_time = rest.partition(" ")
+    return host, pid, start_time or None
+
+
+def run(run_name: str, members: List[Member], options: ProcessesOptions) -> int:
     """Run ``members`` locally and return the exit status (see the module docstring)."""
     backend = ProcessesBackend(members, options)
     with RunLock([m.experiment_dir for m in members]):

@@ -15,16 +15,20 @@ node-failed job is requeued by Slurm itself (``--requeue``). A requeued member r
 command and resumes from its newest checkpoint in the workspace. (Slurm holds a requeued job before it
 may start again: BeginTime = requeue time + AuthInfo cred_expire + 1 s, 121 s by default.)
 """
+import argparse
 import logging
 import os
 import shlex
 import shutil
 import subprocess
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from launcher.backends.base import str2bool
 from launcher.run_description import Member
 from pbt.errors import ConfigError, PbtError
+from pbt.storage.local import atomic_write_bytes
 
 log = logging.getLogger("launcher")
 
@@ -37,52 +41,74 @@ class SlurmError(PbtError):
     """Submitting to Slurm failed."""
 
 
-class SlurmOptions:
-    """Options of the slurm backend (see ``launcher.run --help``)."""
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("slurm backend")
+    group.add_argument("--slurm_partition", default=None, help="partition to submit to (default: the cluster's default)")
+    group.add_argument("--slurm_gpus_per_job", type=int, default=1, help="GPUs per member (--gres=gpu:N); 0 for CPU jobs")
+    group.add_argument("--slurm_cpus_per_gpu", type=int, default=8, help="CPUs per GPU (per member when it has no GPU)")
+    group.add_argument("--slurm_timeout", default="0", help="time limit per job (sbatch --time, e.g. 24:00:00); 0: the partition's")
+    group.add_argument("--slurm_print_only", type=str2bool, nargs="?", const=True, default=False, help="write the batch files and print the sbatch commands without submitting")
+    group.add_argument("--slurm_sbatch_template", default=None, help="bash script with the cluster setup, put at the top of the batch script (default: launcher/slurm_template.sh)")
+    group.add_argument("--slurm_requeue", type=str2bool, nargs="?", const=True, default=True, help="requeue a job at its time limit (SIGUSR1 trap) or on preemption")
+    group.add_argument("--slurm_requeue_signal_s", type=int, default=60, help="seconds before the time limit when the job gets SIGUSR1 and requeues itself")
+    group.add_argument("--slurm_sbatch_args", default="", help="extra sbatch options, e.g. '--account=me --qos=high'")
 
-    def __init__(
-        self,
-        partition: Optional[str] = None,
-        gpus_per_job: int = 1,
-        cpus_per_gpu: int = 8,
-        timeout: str = "0",
-        print_only: bool = False,
-        sbatch_template: Optional[str] = None,
-        requeue: bool = True,
-        requeue_signal_s: int = 60,
-        sbatch_args: str = "",
-        max_parallel: int = 0,
-        workdir: Optional[str] = None,
-    ) -> None:
-        if gpus_per_job < 0:
-            raise ConfigError(f"--slurm_gpus_per_job={gpus_per_job} is negative; use 0 for CPU-only jobs.")
-        if cpus_per_gpu < 1:
-            raise ConfigError(f"--slurm_cpus_per_gpu={cpus_per_gpu} must be >= 1 (with 0 GPUs it is the CPUs per job).")
-        if requeue_signal_s < 1:
-            raise ConfigError(f"--slurm_requeue_signal_s={requeue_signal_s} must be >= 1 second.")
-        if max_parallel < 0:
-            raise ConfigError(f"--max_parallel={max_parallel} is negative; use 0 for no limit.")
-        template = sbatch_template or DEFAULT_TEMPLATE
+
+@dataclass
+class SlurmOptions:
+    """Options of the slurm backend (``python -m launcher.run --help``); validated on creation."""
+
+    partition: Optional[str] = None  # None: the cluster's default partition
+    gpus_per_job: int = 1  # --gres=gpu:N; 0 for CPU jobs
+    cpus_per_gpu: int = 8  # per member when it has no GPU
+    timeout: str = "0"  # sbatch --time; "0": the partition's limit
+    print_only: bool = False  # write the files, print sbatch, submit nothing
+    sbatch_template: Optional[str] = None  # None: launcher/slurm_template.sh; made absolute
+    requeue: bool = True  # requeue at the time limit (SIGUSR1) or on preemption
+    requeue_signal_s: int = 60  # seconds before the time limit for SIGUSR1
+    sbatch_args: str = ""  # extra sbatch options, split like a shell
+    max_parallel: int = 0  # the array's %K limit; 0: none
+    workdir: Optional[str] = None  # the jobs' --chdir; None: this directory; made absolute
+    extra_args: List[str] = field(init=False, default_factory=list)  # sbatch_args, split
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_job < 0:
+            raise ConfigError(f"--slurm_gpus_per_job={self.gpus_per_job} is negative; use 0 for CPU-only jobs.")
+        if self.cpus_per_gpu < 1:
+            raise ConfigError(f"--slurm_cpus_per_gpu={self.cpus_per_gpu} must be >= 1 (with 0 GPUs it is the CPUs per job).")
+        if self.requeue_signal_s < 1:
+            raise ConfigError(f"--slurm_requeue_signal_s={self.requeue_signal_s} must be >= 1 second.")
+        if self.max_parallel < 0:
+            raise ConfigError(f"--max_parallel={self.max_parallel} is negative; use 0 for no limit.")
+        template = self.sbatch_template or DEFAULT_TEMPLATE
         if not os.path.isfile(template):
             raise ConfigError(f"--slurm_sbatch_template={template!r} does not exist; give the path of a bash script (see launcher/slurm_template.sh).")
         try:
-            self.extra_args: List[str] = shlex.split(sbatch_args or "")
+            self.extra_args = shlex.split(self.sbatch_args or "")
         except ValueError as exc:
-            raise ConfigError(f"--slurm_sbatch_args={sbatch_args!r} cannot be split ({exc}); check its quotes.") from None
-        self.partition = partition
-        self.gpus_per_job = gpus_per_job
-        self.cpus_per_gpu = cpus_per_gpu
-        self.timeout = str(timeout).strip()
-        self.print_only = print_only
+            raise ConfigError(f"--slurm_sbatch_args={self.sbatch_args!r} cannot be split ({exc}); check its quotes.") from None
+        self.timeout = str(self.timeout).strip()
         self.sbatch_template = os.path.abspath(template)
-        self.requeue = requeue
-        self.requeue_signal_s = requeue_signal_s
-        self.max_parallel = max_parallel
-        self.workdir = os.path.abspath(workdir or os.getcwd())
+        self.workdir = os.path.abspath(self.workdir or os.getcwd())
 
     @property
     def cpus_per_job(self) -> int:
         return self.cpus_per_gpu * max(1, self.gpus_per_job)
+
+
+def options_from_args(args: argparse.Namespace) -> SlurmOptions:
+    return SlurmOptions(
+        partition=args.slurm_partition,
+        gpus_per_job=args.slurm_gpus_per_job,
+        cpus_per_gpu=args.slurm_cpus_per_gpu,
+        timeout=args.slurm_timeout,
+        print_only=args.slurm_print_only,
+        sbatch_template=args.slurm_sbatch_template,
+        requeue=args.slurm_requeue,
+        requeue_signal_s=args.slurm_requeue_signal_s,
+        sbatch_args=args.slurm_sbatch_args,
+        max_parallel=args.max_parallel,
+    )
 
 
 _BODY = r"""
@@ -175,12 +201,9 @@ def sbatch_argv(run_name: str, experiment: str, num_members: int, slurm_dir: str
 
 
 def _write(path: str, text: str, executable: bool = False) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
+    atomic_write_bytes(path, text.encode())
     if executable:
-        os.chmod(tmp, 0o755)
-    os.replace(tmp, path)
+        os.chmod(path, 0o755)
 
 
 def prepare_experiment(run_name: str, members: List[Member], options: SlurmOptions) -> List[str]:

@@ -40,7 +40,7 @@ from typing import Any, Dict, Mapping, Tuple
 
 import torch
 
-from pbt.tasks.base import Tensor, VecTask
+from pbt.tasks.vectask import Tensor, VecTask
 
 
 class Cartpole(VecTask):

@@ -22,7 +22,7 @@ from typing import Tuple
 
 import torch
 
-from pbt.tasks.base import Tensor, VecTask
+from pbt.tasks.vectask import Tensor, VecTask
 
 
 def wrap_angle(x: Tensor) -> Tensor:

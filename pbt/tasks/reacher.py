@@ -54,7 +54,7 @@ from typing import Any, Dict, Mapping, Tuple
 import torch
 
 from pbt.errors import ConfigError
-from pbt.tasks.base import Tensor, VecTask
+from pbt.tasks.vectask import Tensor, VecTask
 
 
 class Reacher(VecTask):

@@ -1,0 +1,108 @@
+"""What a mutation is: one kind of change PBT's explore step makes to a member.
+
+A mutation declares what it targets (a hyperparameter, the weights, the architecture), whether the
+learner must be rebuilt to take the change, how it validates a value before training starts, and
+how it applies a change. The generic code in :mod:`pbt.mutation.scheme` reads only these
+declarations, never a mutation's name. Hyperparameter mutations are the one kind registered today.
+"""
+import abc
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Mapping, Optional, Tuple, Type
+
+from pbt.errors import ConfigError
+
+HYPERPARAMETER = "hyperparameter"
+WEIGHTS = "weights"
+ARCHITECTURE = "architecture"
+TARGETS: Tuple[str, ...] = (HYPERPARAMETER, WEIGHTS, ARCHITECTURE)
+"""What a mutation may change."""
+
+GENERAL_RANGE = "general"
+"""The change range ``pbt.change_min`` .. ``pbt.change_max``."""
+DISCOUNT_RANGE = "discount"
+"""The change range ``pbt.discount_change_min`` .. ``pbt.discount_change_max``."""
+CHANGE_RANGES: Tuple[str, ...] = (GENERAL_RANGE, DISCOUNT_RANGE)
+
+MutationFunc = Callable[[Any, random.Random, float, float], Any]
+"""``func(value, rng, change_min, change_max) -> new value``."""
+
+
+class Mutation(abc.ABC):
+    """One registered mutation, used by name in ``pbt.mutation`` schemes."""
+
+    name: str
+    target: ClassVar[str]
+    """One of TARGETS."""
+    needs_rebuild: ClassVar[bool]
+    """True when the learner must be rebuilt (an exec restart) to take the change."""
+    change_range: str = GENERAL_RANGE
+    """Which change range (one of CHANGE_RANGES) the explore step passes to :meth:`apply`."""
+
+    def validate(self, value: Any) -> Any:
+        """``value`` as this mutation reads it; ConfigError (what is wrong, how to fix) otherwise."""
+        return value
+
+    @abc.abstractmethod
+    def apply(self, value: Any, rng: random.Random, change: Tuple[float, float],
+              bound: Optional[Mapping[str, Any]] = None) -> Any:
+        """A new value drawn from ``rng``, ``change`` being (low, high) of this mutation's change
+        range and ``bound`` the key's ``{min, max, scale}`` (the caller clamps into it)."""
+
+
+def as_float(value: Any) -> float:
+    """A number as float; numeric strings too (PyYAML reads ``1e-4`` as a string)."""
+    if isinstance(value, bool):
+        raise ConfigError(f"Cannot mutate the boolean {value!r}: mutation functions need a number. "
+                          "Remove the key from the pbt.mutation scheme.")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"Cannot mutate {value!r} ({type(value).__name__}): mutation functions need a "
+                      "number. Set the parameter to a number or remove it from the pbt.mutation scheme.")
+
+
+def as_int(value: Any, name: str) -> int:
+    """A whole number (floats and strings with an integral value too), for the mutation ``name``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    number = as_float(value)
+    if not math.isfinite(number) or not number.is_integer():
+        raise ConfigError(f"Cannot mutate {value!r} with {name}: it needs a whole number. "
+                          "Set the parameter to an integer or use mutate_float for it.")
+    return int(number)
+
+
+@dataclass(frozen=True)
+class HyperparameterMutation(Mutation):
+    """A scalar hyperparameter changed by a function ``func(value, rng, low, high)``."""
+
+    target: ClassVar[str] = HYPERPARAMETER
+    needs_rebuild: ClassVar[bool] = False  # whether a key needs a rebuild is the learner adapter's call
+
+    name: str
+    """The name used in schemes."""
+    func: MutationFunc
+    """The function that draws the new value."""
+    value_type: Type[Any] = float
+    """int or float: the type the value must have (int: a whole number) and keeps."""
+    change_range: str = GENERAL_RANGE
+    """GENERAL_RANGE or DISCOUNT_RANGE."""
+    linear_bounds: bool = False
+    """Supports ``scale: linear`` bounds: an additive step of (k - 1) * (max - min) replaces ``func``."""
+
+    def validate(self, value: Any) -> Any:
+        return as_int(value, self.name) if self.value_type is int else as_float(value)
+
+    def apply(self, value: Any, rng: random.Random, change: Tuple[float, float],
+              bound: Optional[Mapping[str, Any]] = None) -> Any:
+        low, high = change
+        if bound is not None and bound.get("scale") == "linear" and self.linear_bounds:
+            step = (rng.uniform(low, high) - 1.0) * (float(bound["max"]) - float(bound["min"]))
+            return as_float(value) + (step if rng.random() < 0.5 else -step)
+        return self.func(value, rng, low, high)

@@ -1,0 +1,248 @@
+"""The rl_games observer of a worker: rl_games' hooks and the stop signal.
+
+It restores the worker's checkpoint, gathers its objective from the env's infos and (with PBT on)
+runs a PBT iteration every ``pbt.interval_steps`` frames at the end of an epoch; the member
+(:class:`pbt.member.PbtMember`) decides and :class:`pbt.rl_games.exploit.Exploiter` carries the
+decision out. Which hook fires when: docs/rl_games.md.
+"""
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from rl_games.common.algo_observer import AlgoObserver
+
+from pbt.errors import ConfigError, PbtError, WorkspaceError, did_you_mean
+from pbt.objective import MemberObjective
+from pbt.rl_games.agent import AgentAdapter
+from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
+from pbt.rl_games.registry import algo_name, make_adapter
+from pbt.rl_games.tensorboard import PbtScalars, start_wandb
+from pbt.rl_games.vecenv import EPISODE_RETURN_KEY
+from pbt.storage.checkpoints import load_state_file
+
+log = logging.getLogger(__name__)
+
+#: The objective key whose absence is fine: PBT then ranks by the mean episode return (documented).
+DEFAULT_OBJECTIVE = "true_objective"
+
+
+def info_keys(infos: Any, prefix: str = "") -> List[str]:
+    """Dotted keys of an infos dict (nested mappings flattened), for error messages."""
+    if not isinstance(infos, Mapping):
+        return []
+    keys: List[str] = []
+    for key, value in infos.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            keys.extend(info_keys(value, full + "."))
+        else:
+            keys.append(full)
+    return sorted(keys)
+
+
+class WorkerObserver(AlgoObserver):
+    """Glue between rl_games' training loop and the project's modules."""
+
+    def __init__(self, cfg: Dict[str, Any]) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.algo: Any = None
+        self.agent: Optional[AgentAdapter] = None
+        self.score: Optional[MemberObjective] = None
+        self.exploiter: Optional[Exploiter] = None
+        self.objective_key = str(cfg.get("pbt", {}).get("objective", DEFAULT_OBJECTIVE))
+        self.member: Any = None
+        self.start_frame = 0
+        self.first_step_pending = True
+        self.stop_signal: Optional[int] = None
+        self.key_checked = False
+        self.last_infos: Any = None
+
+    def prepare(self) -> Dict[str, Any]:
+        """Start-up work that may change the config before the task and agent are built."""
+        if self.cfg.get("pbt", {}).get("enabled"):
+            from pbt.member import PbtMember
+
+            run_dir = Path(self.cfg["train_dir"]) / self.cfg["train"]["params"]["config"]["full_experiment_name"]
+            self.member = PbtMember(self.cfg, run_dir, sys.argv[1:])
+            self.cfg = self.member.startup()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.on_stop_signal)
+        return self.cfg
+
+    def on_stop_signal(self, signum: int, frame: Any) -> None:
+        """SIGTERM (sent by the launcher and Slurm before SIGKILL): only note it here; the next env
+        step or epoch end saves the state and exits (never in the middle of an update or a write)."""
+        self.stop_signal = signum
+
+    # -- rl_games hooks ---------------------------------------------------------------------------
+    def before_init(self, base_name: str, config: Any, experiment_name: str) -> None:
+        start_wandb(self.cfg)  # W&B (wandb_activate=true) must hook TensorBoard before rl_games' writer exists
+
+    def after_init(self, algo: Any) -> None:
+        self.algo = algo
+        self.agent = agent = make_adapter(algo, algo_name(self.cfg))
+        self.score = MemberObjective(self.objective_key, EPISODE_RETURN_KEY, int(algo.num_actors))
+        checkpoint = str(self.cfg.get("checkpoint") or "")
+        if checkpoint:
+            self.restore(agent, load_state_file(checkpoint), checkpoint)
+        elif self.member is not None and self.member.resume_record is not None:
+            record = self.member.resume_record
+            self.restore(agent, self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}")
+        self.start_frame = int(algo.frame)
+        if self.member is not None:
+            self.member.started(self.start_frame)
+            scalars = PbtScalars.for_member(algo.writer, self.member, self.start_frame)
+            self.exploiter = Exploiter(self.member, agent, self.score, scalars,
+                                       before_exec=[self.stop_if_signalled, self.flush_writer],
+                                       on_new_weights=self.new_weights)
+
+    def restore(self, agent: AgentAdapter, state: Dict[str, Any], source: str) -> None:
+        """Load weights, optimizer, normalizers and frame count; then the configured hyperparameters."""
+        agent.restore(state, self.cfg["train"]["params"]["config"])
+        log.info("restored %s (%s)", source, agent.describe())
+
+    def new_weights(self) -> None:
+        """The next env step is the first with new weights (logged for benchmarks/exploit_latency.py)."""
+        self.first_step_pending = True
+
+    def process_infos(self, infos: Any, done_indices: Any) -> None:
+        if self.stop_signal is not None:
+            self.stop_on_signal()
+        if not self.key_checked:
+            self.last_infos = infos
+        if self.first_step_pending:
+            # The wall time of the first env step taken with new weights (after start, restart or
+            # in-place exploit); lineage entries carry decision times.
+            self.first_step_pending = False
+            log.info("first env step with current weights at t=%.6f (frame %d)", time.time(), self.algo.frame)
+        if self.score is not None:
+            self.score.update(infos, done_indices.reshape(-1).tolist())
+
+    def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
+        """End of an epoch (rollout and update done): log, and run a PBT iteration when one is due.
+
+        Acting here rather than in ``after_steps`` (where DexPBT acts, before the update) means the
+        published checkpoint carries this epoch's update, no collected rollout is thrown away, and
+        an in-place exploit takes effect before the next rollout: PPO never updates the donor's
+        weights with data collected by another policy.
+        """
+        objective = self.objective()
+        frame = int(self.algo.frame)
+        if objective is not None and self.algo.writer is not None:
+            self.algo.writer.add_scalar("pbt/objective", objective, frame)
+        if self.stop_signal is not None:
+            self.stop_on_signal()
+        if self.agent is None:  # no agent yet: rl_games calls after_init first
+            return
+        diverged = self.agent.nonfinite_weights()
+        if diverged and self.member is None:
+            raise PbtError(f"training diverged at frame {frame}: the agent's weights hold NaN/inf "
+                           f"({', '.join(diverged)}). {DIVERGED_HELP}")
+        if self.member is None or self.exploiter is None:
+            return
+        self.member.heartbeat(frame)
+        lost = self.member.lost_lock()
+        if lost is not None:
+            raise WorkspaceError(f"{lost}. Stopping so that two processes never train one member.")
+        self.check_objective_key()
+        if diverged:
+            # rl_games would crash in the next rollout (a NaN sigma): go back to finite weights now and
+            # run a PBT iteration with objective NaN, so the member ranks last and is replaced.
+            self.exploiter.roll_back(frame, diverged)
+            self.exploiter.iterate(frame, math.nan)
+        else:
+            self.member.observe(objective)
+            if self.member.due(frame):
+                self.exploiter.iterate(frame, objective, final=self.finishing(frame, epoch_num))
+        if self.finishing(frame, epoch_num):
+            from pbt.storage.liveness import FINISHED
+
+            self.member.liveness.final_state = FINISHED
+
+    def finishing(self, frame: int, epoch_num: int) -> bool:
+        """True at the last epoch (rl_games stops right after this hook)."""
+        max_frames = int(getattr(self.algo, "max_frames", -1))
+        max_epochs = int(getattr(self.algo, "max_epochs", -1))
+        return (max_frames != -1 and frame >= max_frames) or (max_epochs != -1 and epoch_num >= max_epochs)
+
+    # -- reliability ----------------------------------------------------------------------------------
+    def check_objective_key(self) -> None:
+        """Once every env finished two episodes, fail if ``pbt.objective`` was never in the infos.
+
+        The default key ``true_objective`` may be absent: PBT then ranks members by their mean
+        episode return (the documented fallback). Any other key is a request the task cannot meet:
+        a misspelt key would otherwise rank the population on returns without anyone noticing.
+        """
+        tracker = self.score.reported if self.score is not None else None
+        if self.key_checked or tracker is None:
+            return
+        if tracker.seen or not tracker.ready:
+            if tracker.seen:
+                self.key_checked, self.last_infos = True, None
+            return
+        self.key_checked = True
+        reported = info_keys(self.last_infos)
+        self.last_infos = None
+        if self.objective_key == DEFAULT_OBJECTIVE:
+            log.info("the task does not report '%s' in its infos: PBT ranks members by their mean episode "
+                     "return (keys reported: %s)", DEFAULT_OBJECTIVE, ", ".join(reported) or "none")
+            return
+        raise ConfigError(
+            f"pbt.objective='{self.objective_key}' was never reported by the task: every env finished two "
+            f"episodes and their infos had no such key.{did_you_mean(self.objective_key, reported)} The task "
+            f"reports: {', '.join(reported) or 'no keys at all'}. Set pbt.objective to one of them, or to "
+            f"{DEFAULT_OBJECTIVE} (the default), which ranks by the mean episode return when the task does "
+            "not report it."
+        )
+
+    def stop_if_signalled(self) -> None:
+        """Before an exec restart: a stop signal wins (save, release and exit instead)."""
+        if self.stop_signal is not None:
+            log.warning("stop signal received: not restarting into the new weights")
+            self.stop_on_signal()
+
+    def stop_on_signal(self) -> None:
+        """Publish the current state as a record (PBT on), write the last heartbeat, release the
+        member's lock, flush TensorBoard and exit with 128 + the signal number."""
+        signum = int(self.stop_signal or signal.SIGTERM)
+        name = signal.Signals(signum).name
+        if self.member is not None and self.algo is not None:
+            from pbt.storage.liveness import STOPPED
+
+            frame = int(self.algo.frame)
+            self.member.heartbeat(frame)
+            if self.exploiter is not None:
+                self.exploiter.save_state(frame, name)
+            self.member.close(STOPPED)
+        else:
+            log.info("%s: exiting", name)
+        self.flush_writer()
+        raise SystemExit(128 + signum)
+
+    def flush_writer(self) -> None:
+        writer = getattr(self.algo, "writer", None)
+        if writer is not None:
+            writer.flush()
+            writer.close()
+
+    # -- results ----------------------------------------------------------------------------------
+    def mean_reward(self) -> float:
+        meter = self.algo.game_rewards
+        if meter.current_size == 0:
+            return math.nan
+        return float(meter.get_mean()[0])
+
+    def objective(self) -> Optional[float]:
+        """The objective: the env's key when it reports one, else the mean episode return (both over
+        each env's last finished episode, known once every env finished two episodes)."""
+        return None if self.score is None else self.score.value
+
+    def reported_objective(self) -> Optional[float]:
+        """The task's own objective for the run summary (None when the task does not report it)."""
+        return None if self.score is None else self.score.reported_value

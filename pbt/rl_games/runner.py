@@ -1,0 +1,160 @@
+"""The one place that builds an rl_games Runner from the composed config: training (:func:`run`),
+``python -m pbt.play`` and ``python -m pbt.replay`` all go through :func:`build_runner`.
+
+The rl_games traps are handled here so users never meet them (docs/rl_games.md): ``torch_compile``
+off on CPU, ``device``/``device_name`` from ``rl_device``, a deterministic ``full_experiment_name``
+(parallel members never collide, a restarted member finds its run dir again), a plain dict to
+``Runner.load``, torch threads per worker. Importing this module does not import torch: Isaac Gym
+must be imported first (:func:`pbt.tasks.registry.prepare_backend`).
+"""
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from pbt.devices import default_torch_threads, resolve_device
+from pbt.errors import ConfigError
+from pbt.tasks.registry import TaskRef, build_task, parse_task, prepare_backend
+
+if TYPE_CHECKING:
+    from pbt.rl_games.observer import WorkerObserver
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSummary:
+    """What one worker run achieved (also logged as the final summary line)."""
+
+    frames: int
+    """The member's total frames (counted across restarts and resumes)."""
+    wall_time: float
+    mean_reward: float
+    objective: Optional[float]
+    start_frame: int = 0
+    """Frames already trained when this process started (restored from a checkpoint)."""
+
+    @property
+    def fps(self) -> float:
+        """Frames trained by this process per second of its training wall time."""
+        return (self.frames - self.start_frame) / self.wall_time if self.wall_time > 0 else 0.0
+
+    def line(self) -> str:
+        obj = "n/a" if self.objective is None else f"{self.objective:.4g}"
+        return (
+            f"SUMMARY frames={self.frames} wall_time={self.wall_time:.1f}s fps={self.fps:.0f} "
+            f"mean_reward={self.mean_reward:.4g} objective={obj}"
+        )
+
+
+def experiment_name(cfg: DictConfig) -> str:
+    """The run name: ``experiment`` or ``<task>_<date>_<time>``; PBT members get ``_pbt<idx:03d>``."""
+    base = str(cfg.experiment) or f"{cfg.task_name}_{time.strftime('%Y%m%d_%H%M%S')}".replace(":", "_").replace("/", "_")
+    if cfg.pbt.get("enabled", False):
+        return f"{base}_pbt{int(cfg.pbt.policy_idx):03d}"
+    return base
+
+
+def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
+    """Resolve devices and defaults in place and return the config as a plain, resolved dict."""
+    cfg.sim_device = resolve_device(cfg.sim_device)
+    cfg.rl_device = resolve_device(cfg.rl_device)
+    if cfg.seed is None or int(cfg.seed) < 0:
+        cfg.seed = int.from_bytes(os.urandom(4), "little") % (2**31)
+    if not cfg.experiment:
+        # Fix the run name now so a PBT restart (which re-reads argv) finds the same directory.
+        cfg.experiment = experiment_name(OmegaConf.merge(cfg, {"pbt": {"enabled": False}}))
+    config = cfg.train.params.config
+    with open_dict(config):
+        config.device = cfg.rl_device
+        config.device_name = cfg.rl_device
+        config.full_experiment_name = experiment_name(cfg)
+        config.train_dir = str(cfg.train_dir)
+        if not str(cfg.rl_device).startswith("cuda"):
+            config.torch_compile = False
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except Exception as exc:  # omegaconf raises several unrelated types for bad interpolations
+        raise ConfigError(f"Could not resolve the configuration: {exc}. Check the overrides you passed.") from exc
+
+
+def torch_threads_for(cfg: Dict[str, Any]) -> int:
+    pbt = cfg.get("pbt", {})
+    sharing = int(pbt.get("num_policies", 1)) if pbt.get("enabled") else 1
+    return default_torch_threads(int(cfg.get("torch_threads", 0) or 0), sharing)
+
+
+def rl_games_params(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The ``train`` block as rl_games' Runner.load wants it: a plain dict with ``params``."""
+    params = cfg["train"]["params"]
+    params["torch_threads"] = torch_threads_for(cfg)
+    params["seed"] = int(cfg["seed"])
+    return {"params": params}
+
+
+def build_runner(cfg: DictConfig, observer: Any = None, prepare: Optional[Callable[[], Dict[str, Any]]] = None
+                 ) -> Any:
+    """Build the task and an rl_games Runner (loaded with the config) for ``cfg``.
+
+    ``prepare()`` (default: :func:`prepare_config`) returns the plain config the task and agent are
+    built from; training passes its observer's, which may change it (a PBT member's start-up).
+    """
+    ref = task_ref(cfg)
+    prepare_backend(ref)  # Isaac Gym must be imported before torch
+    from rl_games.torch_runner import Runner  # imports torch: keep it off the config path
+
+    from pbt.rl_games.vecenv import register_task
+
+    plain = prepare() if prepare is not None else prepare_config(cfg)
+    task = build_task(ref, plain["task"], plain["sim_device"], plain["rl_device"], plain["headless"],
+                      int(plain.get("graphics_device_id", 0)))
+    register_task(task)
+    runner = Runner(algo_observer=observer)
+    runner.load(rl_games_params(plain))
+    return runner
+
+
+def create_agent(runner: Any, base_name: str) -> Any:
+    """An agent of the loaded config's algo, built outside ``Runner.run`` (pbt.play evaluates it)."""
+    return runner.algo_factory.create(runner.algo_name, base_name=base_name, params=runner.params)
+
+
+def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "WorkerObserver"]] = None
+        ) -> RunSummary:
+    """Train one worker as configured; return (and log) its summary.
+
+    ``observer_factory(plain_config)`` builds the rl_games observer (default: WorkerObserver, which
+    runs PBT when it is on); pbt.replay passes one that follows a recorded schedule.
+    """
+    prepare_backend(task_ref(cfg))  # Isaac Gym must be imported before torch (the observer imports it)
+    from pbt.rl_games.observer import WorkerObserver
+
+    observer = (observer_factory or WorkerObserver)(prepare_config(cfg))
+    runner = build_runner(cfg, observer, prepare=observer.prepare)
+    start = time.time()
+    runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
+    summary = summarize(observer, time.time() - start)
+    log.info(summary.line())
+    return summary
+
+
+def summarize(observer: "WorkerObserver", wall_time: float) -> RunSummary:
+    """The summary of a finished training run, from its observer."""
+    return RunSummary(frames=int(observer.algo.frame), wall_time=wall_time, mean_reward=observer.mean_reward(),
+                      objective=observer.reported_objective(), start_frame=observer.start_frame)
+
+
+def task_ref(cfg: DictConfig) -> TaskRef:
+    """Which task the composed config describes (``task.kind`` is set by the family configs)."""
+    kind = str(cfg.task.get("kind", "builtin"))
+    name = str(cfg.task.get("name", "") or "")
+    if kind == "builtin":
+        return parse_task(name)
+    if not name:
+        example = {"imported": "my_package.my_module:MyTask", "isaacgym": "Ant", "envpool": "HalfCheetah-v4"}
+        raise ConfigError(f"task={kind} needs the task's name: task={kind}/{example.get(kind, '<name>')}"
+                          if kind != "imported" else f"task=imported needs task.name={example[kind]}")
+    return TaskRef(kind, name)

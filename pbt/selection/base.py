@@ -1,0 +1,193 @@
+"""What every selection strategy shares: the decision types, the Strategy interface and the gates.
+
+A strategy turns this member's state and the peers' records into a :class:`Decision`; it reads no
+files and draws every random number from the ``rng`` it is given. The gates here (timing, unknown
+objective, ready rule, significance test) are the same for every strategy; each strategy decides
+which of them it applies.
+"""
+import abc
+import math
+import random
+from dataclasses import dataclass
+from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, ClassVar, Dict, Mapping, Optional, Sequence,
+                    Tuple, Type)
+
+from pbt.sections import Section, require
+from pbt.selection.stats import welch_greater
+
+if TYPE_CHECKING:
+    from pbt.storage.record import Record
+
+KEEP = "keep"
+MUTATE = "mutate"
+REPLACE = "replace"
+
+
+@dataclass(frozen=True)
+class MemberState:
+    """What this member knows about itself when it decides."""
+
+    record: "Record"
+    """The record this member has just published for the current iteration."""
+    best_interval_objective: Optional[float]
+    """Best objective seen within the current interval (hysteresis against dips); None: unknown."""
+    frames_since_start: int
+    """Frames trained since this process started or was last replaced."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one PBT iteration for one member."""
+
+    action: str
+    """"keep" (change nothing), "mutate" (own weights, new hyperparameters) or "replace"
+    (the donor's weights, new hyperparameters)."""
+    donor: Optional["Record"]
+    """The record whose checkpoint to load when replacing; None otherwise."""
+    reason: str
+    """Which rule fired, with its numbers."""
+    params_before: Dict[str, Any]
+    """Hyperparameters in force before the decision (the own record's)."""
+    params_after: Dict[str, Any]
+    """Hyperparameters to train with next (equal to params_before when keeping)."""
+
+    @property
+    def donor_idx(self) -> Optional[int]:
+        return None if self.donor is None else self.donor.policy_idx
+
+    @property
+    def donor_iteration(self) -> Optional[int]:
+        return None if self.donor is None else self.donor.iteration
+
+    @property
+    def changed_params(self) -> Dict[str, Any]:
+        """The hyperparameters whose value changed: key -> (before, after)."""
+        keys = sorted(set(self.params_before) | set(self.params_after))
+        return {
+            key: (self.params_before.get(key), self.params_after.get(key))
+            for key in keys
+            if self.params_before.get(key) != self.params_after.get(key)
+        }
+
+
+@dataclass
+class SelectionGates(Section):
+    """When a member may act or be a donor, whatever the strategy (the ``gates`` config section)."""
+
+    start_after: int = 10_000_000
+    """Env frames a member trains after its process started (or was replaced) before it may act."""
+    initial_delay: int = 20_000_000
+    """Absolute env frames (the member's total) before any member may act."""
+    ready_after: int = 10_000_000
+    """The "ready" rule: a member is neither replaced nor used as a donor until it has trained this
+    many frames since it started or last took a donor's weights (DexPBT's start_after generalised
+    to every exploit). 0 disables it."""
+    significance: Optional[float] = 0.05
+    """Noise-aware replacement: replace weights only when the donor's recent per-episode
+    objectives are higher than this member's with a one-sided Welch t-test p-value below this
+    (as in the original PBT paper). null disables the test (means only)."""
+    dbg_mode: bool = False
+    """Debug: every member past start_after/initial_delay acts (worst-group, hysteresis and
+    known-objective gates are skipped). Only for testing the restart machinery."""
+
+    def __post_init__(self) -> None:
+        require(self.ready_after >= 0, "ready_after", self.ready_after, ">= 0")
+        require(self.significance is None or 0.0 < self.significance < 1.0, "significance",
+                self.significance, "in (0, 1), or null to compare means only")
+        require(self.start_after >= 0, "start_after", self.start_after, ">= 0")
+        require(self.initial_delay >= 0, "initial_delay", self.initial_delay, ">= 0")
+
+
+Explore = Callable[[Mapping[str, Any], random.Random], Dict[str, Any]]
+"""``explore(params, rng) -> mutated copy``: the configured mutation of hyperparameters."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a strategy needs besides its own settings."""
+
+    num_policies: int
+    """Population size N."""
+    gates: SelectionGates
+    """The shared gates."""
+    explore: Explore
+    """Mutates hyperparameters (the ``explore`` config section applied)."""
+    banned_donors: AbstractSet[int] = frozenset()
+    """Members that stay ranked (counts, groups, spread) but are never taken as donors."""
+
+
+class Strategy(abc.ABC):
+    """A selection strategy: one abstract method, :meth:`decide`."""
+
+    config_class: ClassVar[Type[Section]]
+    """The dataclass of this strategy's settings (its flat ``pbt.*`` keys)."""
+    initial_mutation: ClassVar[bool] = True
+    """Whether a fresh member mutates its starting hyperparameters once (DexPBT does, Isaac Lab's
+    threshold rule does not)."""
+
+    def __init__(self, settings: Any, context: Context) -> None:
+        self.settings = settings
+        self.ctx = context
+
+    @abc.abstractmethod
+    def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
+        """What this member does at this PBT iteration."""
+
+    # -- helpers every strategy uses ----------------------------------------------------------------
+
+    def keep(self, own: MemberState, reason: str) -> Decision:
+        params = dict(own.record.params)
+        return Decision(KEEP, None, reason, params, dict(params))
+
+    def act(self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str,
+            rng: random.Random) -> Decision:
+        """Mutate ``base`` params; replace weights with ``donor``'s when given, else keep own weights."""
+        after = self.ctx.explore(base, rng)
+        action = REPLACE if donor is not None else MUTATE
+        return Decision(action, donor, reason, dict(own.record.params), after)
+
+
+# -- shared gates -----------------------------------------------------------------------------------
+
+
+def fmt(value: Optional[float]) -> str:
+    """A number for a decision's reason."""
+    return "unknown" if value is None or not math.isfinite(value) else f"{value:.4g}"
+
+
+def timing_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
+    """Why the member is too young to act, or None."""
+    if own.frames_since_start < gates.start_after:
+        return (f"start_after: {fmt(own.frames_since_start)} of {fmt(gates.start_after)} frames "
+                "since start/replacement")
+    if own.record.frame < gates.initial_delay:
+        return f"initial_delay: frame {fmt(own.record.frame)} < {fmt(gates.initial_delay)}"
+    return None
+
+
+def unknown_gate(own: MemberState) -> Optional[str]:
+    """A member whose own objective is not measured yet (None: e.g. just restarted, its envs have not
+    finished their episodes) waits; NaN/inf (diverged) is not unknown: it ranks last and acts."""
+    if own.record.objective is None:
+        return "own objective not known yet (episodes still running)"
+    return None
+
+
+def ready_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
+    """The ready rule: a member that took a donor's weights (or started) less than ready_after frames
+    ago is not judged yet: its objective still reflects the start, not its hyperparameters."""
+    if own.record.frames_since_replace < gates.ready_after:
+        return (f"not ready: {fmt(own.record.frames_since_replace)} of ready_after {fmt(gates.ready_after)} "
+                "frames since it started or took a donor's weights")
+    return None
+
+
+def significance(donor: "Record", own: "Record", gates: SelectionGates) -> Tuple[bool, str]:
+    """(donor significantly better?, text) by a one-sided Welch t-test on per-episode objectives."""
+    if gates.significance is None:
+        return True, ""
+    p = welch_greater(donor.episode_returns, own.episode_returns)
+    if p is None:
+        return False, (f"; too few episode samples for a significance test ({len(donor.episode_returns)} "
+                       f"donor, {len(own.episode_returns)} own)")
+    return p < gates.significance, f"; Welch p={p:.3g} vs significance {gates.significance:g}"

@@ -1,0 +1,117 @@
+"""The population as one member sees it: which record counts for each peer, the ranking, group
+sizes, spread, and who may be a donor. Pure functions; peers are visited in policy_idx order, so
+everything here is reproducible."""
+import math
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from pbt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pbt.storage.record import Record
+
+_EPS = 1e-9  # guards ceil(fraction * N) against float fuzz such as 0.3 * 10 = 3.0000000000000004
+
+View = Mapping[int, Optional["Record"]]
+"""policy_idx -> the record to compare with (None: unknown)."""
+
+
+def check_policy_idx(policy_idx: int, num_policies: int) -> None:
+    """Raise ConfigError unless 0 <= policy_idx < num_policies."""
+    if not 0 <= policy_idx < num_policies:
+        raise ConfigError(
+            f"pbt.policy_idx={policy_idx} is out of range for pbt.num_policies={num_policies}. "
+            f"Valid range: 0..{num_policies - 1}; set pbt.policy_idx to one of them "
+            "(one process per index)."
+        )
+
+
+def population_view(own: "Record", peers: Sequence["Record"],
+                    num_policies: int) -> Dict[int, Optional["Record"]]:
+    """policy_idx -> the record to compare with: own record for self, else the peer's newest record
+    with no more iterations than own (None: unknown). Peers outside 0..N-1 are ignored."""
+    view: Dict[int, Optional["Record"]] = {idx: None for idx in range(num_policies)}
+    for record in peers:
+        idx = record.policy_idx
+        if idx == own.policy_idx or idx not in view or record.iteration > own.iteration:
+            continue
+        current = view[idx]
+        if current is None or _age_key(record) > _age_key(current):
+            view[idx] = record
+    view[own.policy_idx] = own
+    return view
+
+
+def _age_key(record: "Record") -> Tuple[int, int, float, str, str, str]:
+    """Newest first by iteration, frame, time; the rest only makes the order total."""
+    return (record.iteration, record.frame, record.time, record.checksum, record.checkpoint,
+            repr(record.objective))
+
+
+def known_objective(record: Optional["Record"]) -> Optional[float]:
+    """The record's objective when finite; None for missing records, None, NaN and inf."""
+    if record is None or not record.has_objective:
+        return None
+    return float(record.objective)  # type: ignore[arg-type]
+
+
+def rank(view: View, own_idx: int) -> List[int]:
+    """Policy indices best first. Known objectives descending (ties: lower index first), then the
+    unknown ones by index, then this member last if its own objective is unknown."""
+
+    def key(idx: int) -> Tuple[int, float, int]:
+        objective = known_objective(view[idx])
+        if objective is not None:
+            return (0, -objective, idx)
+        return (2 if idx == own_idx else 1, 0.0, idx)
+
+    return sorted(view, key=key)
+
+
+def group_size(fraction: float, num_policies: int) -> int:
+    """ceil(fraction * N), at least 1 and at most N."""
+    return min(num_policies, max(1, math.ceil(fraction * num_policies - _EPS)))
+
+
+def mean_std(values: Sequence[float]) -> Tuple[float, float]:
+    """Mean and population std (numpy's default) of finite values; (0, 0) when empty.
+
+    Two-pass over values scaled to [-1, 1], so it neither overflows nor trips Python 3.8's
+    ``statistics.pstdev`` assertion on nearly equal floats.
+    """
+    if not values:
+        return 0.0, 0.0
+    scale = max(abs(v) for v in values) or 1.0
+    scaled = [v / scale for v in values]
+    mean = math.fsum(scaled) / len(scaled)
+    variance = math.fsum((v - mean) ** 2 for v in scaled) / len(scaled)
+    return mean * scale, math.sqrt(variance) * scale
+
+
+def trimmed_std(objectives: Sequence[float]) -> float:
+    """Population std of the objectives after dropping the lowest floor(0.2 * n) (crashed members
+    would otherwise inflate it). 0.0 for fewer than two values."""
+    values = sorted(objectives)[int(math.floor(0.2 * len(objectives))):]
+    return mean_std(values)[1]
+
+
+def records(view: View, indices: Iterable[int]) -> List["Record"]:
+    """The records of ``indices`` in that order, skipping unknown members."""
+    return [record for record in (view[i] for i in indices) if record is not None]
+
+
+def is_ready(record: "Record", ready_after: int) -> bool:
+    """The ready rule: has this member trained ``ready_after`` frames since it started or last took
+    a donor's weights?"""
+    return record.frames_since_replace >= ready_after
+
+
+def eligible_donors(candidates: Iterable["Record"], ready_after: int,
+                    banned: AbstractSet[int] = frozenset()) -> List["Record"]:
+    """The candidates that may be donors: ready, and not banned (a banned member still counts in
+    the ranking, its groups and spread; it is only never copied)."""
+    return [r for r in candidates if r.policy_idx not in banned and is_ready(r, ready_after)]
+
+
+def merge_params(own: Mapping[str, Any], donor: "Record") -> Dict[str, Any]:
+    """Own keys with the donor's values where the donor has them (a scheme edit cannot add keys)."""
+    return {key: donor.params.get(key, value) for key, value in own.items()}

@@ -1,0 +1,83 @@
+"""Isaac Lab's threshold rule.
+
+Leaders lie above max(mu + k*sigma, mu + A), underperformers below min(mu - k*sigma, mu - A) of the
+known objectives. An underperformer copies a random ready leader's weights and hyperparameters (when
+the lead passes the significance test), or only mutates when there is none. Fresh members start
+from the hyperparameters given: Isaac Lab has no initial mutation.
+"""
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence, Tuple
+
+from pbt.sections import Section, require_finite
+from pbt.selection.base import MemberState, Decision, Strategy, fmt, ready_gate, significance, unknown_gate
+from pbt.selection.population import eligible_donors, known_objective, mean_std, merge_params, population_view, \
+    records
+
+if TYPE_CHECKING:
+    from pbt.storage.record import Record
+
+
+@dataclass
+class ThresholdConfig(Section):
+    """Settings of the threshold rule (flat ``pbt.*`` keys)."""
+
+    threshold_std: float = 0.1
+    """Leaders/underperformers lie more than this many stds from the mean."""
+    threshold_abs: float = 0.025
+    """... and more than this (objective units) from the mean."""
+    threshold_abs_relative: bool = True
+    """``threshold_abs`` is a fraction of the population's objective range (max - min), so it means
+    the same at any reward scale; false: objective units (Isaac Lab)."""
+
+    def __post_init__(self) -> None:
+        require_finite("threshold_std", self.threshold_std, 0.0)
+        require_finite("threshold_abs", self.threshold_abs, 0.0)
+
+
+class Threshold(Strategy):
+    """Mean +/- k*std cuts: underperformers copy leaders."""
+
+    config_class = ThresholdConfig
+    initial_mutation = False
+    settings: ThresholdConfig
+
+    def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
+        gates = self.ctx.gates
+        idx = own.record.policy_idx
+        unknown = unknown_gate(own) or ready_gate(own, gates)
+        if unknown is not None:
+            return self.keep(own, unknown)
+        view = population_view(own.record, peers, self.ctx.num_policies)
+        known = {i: o for i, o in ((i, known_objective(view[i])) for i in sorted(view)) if o is not None}
+        if not known or (len(known) == 1 and idx in known):
+            return self.keep(own, f"{len(known)} objectives known: nothing to compare with")
+        mean, std, upper, lower = self._cuts(list(known.values()))
+        numbers = f"mean {fmt(mean)}, std {fmt(std)}, upper {fmt(upper)}, lower {fmt(lower)}"
+        own_objective = known.get(idx)
+        if own_objective is not None and not own_objective < lower:
+            return self.keep(own, f"not an underperformer: objective {fmt(own_objective)} >= lower cut "
+                                  f"({numbers})")
+        above = records(view, [i for i, o in known.items() if o > upper and i != idx])
+        leaders = eligible_donors(above, gates.ready_after, self.ctx.banned_donors)
+        own_params = dict(own.record.params)
+        if not leaders:
+            reason = f"underperformer, no ready leader: mutate only ({numbers})"
+            return self.act(own, None, own_params, reason, rng)
+        donor = rng.choice(leaders)
+        reason = (f"underperformer (objective {fmt(own_objective)}), leader {donor.policy_idx} "
+                  f"objective {fmt(donor.objective)} ({numbers})")
+        significant, test = significance(donor, own.record, gates)
+        if not significant:
+            return self.act(own, None, own_params, f"mutate only, lead not significant: {reason}{test}", rng)
+        return self.act(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
+
+    def _cuts(self, objectives: Sequence[float]) -> Tuple[float, float, float, float]:
+        """(mean, std, upper cut, lower cut) of the known objectives."""
+        cfg = self.settings
+        mean, std = mean_std(objectives)
+        margin = cfg.threshold_abs * (max(objectives) - min(objectives)) if cfg.threshold_abs_relative \
+            else cfg.threshold_abs
+        upper = max(mean + cfg.threshold_std * std, mean + margin)
+        lower = min(mean - cfg.threshold_std * std, mean - margin)
+        return mean, std, upper, lower

@@ -1,0 +1,77 @@
+"""The narrow interface every workspace backend implements: a flat namespace of small objects
+named by ``/``-separated keys relative to the workspace root (``000/000012.yaml``).
+
+:class:`pbt.storage.local.LocalStore` is the POSIX implementation (the only module of the project
+that calls ``os`` on workspace files). A new backend (object storage, say) implements
+:class:`Store` and nothing else changes: :class:`pbt.storage.workspace.Workspace` only talks to it.
+"""
+from dataclasses import dataclass
+from typing import List, Optional
+
+from pbt.errors import WorkspaceError
+
+try:  # Python >= 3.8
+    from typing import Protocol
+except ImportError:  # pragma: no cover
+    Protocol = object  # type: ignore[assignment,misc]
+
+
+class NotFound(WorkspaceError):
+    """The object does not exist (its writer may have just deleted it: peers clean up any time)."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    size: int
+    mtime: float
+    """Unix time of the last write."""
+
+
+class Store(Protocol):
+    """Where a workspace's bytes live. Every method raises :class:`WorkspaceError` on an I/O failure
+    (chained to the OS error), :class:`NotFound` where it says so."""
+
+    root: str
+    """Human-readable location, for messages."""
+
+    def put_atomic(self, key: str, data: bytes) -> None:
+        """Write ``data`` so readers see the old object or the whole new one, never a torn one."""
+
+    def get(self, key: str, max_bytes: Optional[int] = None) -> bytes:
+        """The object's bytes (at most ``max_bytes`` + 1, so a caller can tell it is too large).
+        Raises NotFound."""
+
+    def list(self, prefix: str) -> List[str]:
+        """Names directly under ``prefix`` ('' for the root); [] when there is nothing there."""
+
+    def stat(self, key: str) -> Optional[ObjectInfo]:
+        """Size and mtime, or None when the object does not exist."""
+
+    def delete(self, key: str) -> None:
+        """Remove the object; a missing one is fine."""
+
+    def append(self, key: str, data: bytes) -> None:
+        """Append ``data`` to the object (created when missing), in one write."""
+
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        """Create the object with ``data`` unless it exists; False when it does."""
+
+    def ensure_dir(self, prefix: str) -> None:
+        """Make ``prefix`` usable as a directory (a no-op where directories do not exist)."""
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` (an object or a directory prefix) to ``dst``, which must not exist."""
+
+    def exists(self, key: str) -> bool:
+        """True when an object or a directory prefix ``key`` exists."""
+
+    def is_dir(self, key: str) -> bool:
+        """True when ``key`` is a directory prefix."""
+
+    def remove_stale_temps(self, prefix: str, max_age: float) -> List[str]:
+        """Remove leftovers of writers killed mid-write under ``prefix``: this process's own (none of
+        its writes is in flight when it calls this) and others' untouched for ``max_age`` seconds.
+        Returns the keys removed ([] on stores whose puts leave no temp objects)."""
+
+    def path(self, key: str) -> str:
+        """A string naming the object for messages (a file path, a URL)."""

@@ -1,0 +1,142 @@
+"""A member's lineage: one typed entry per PBT event, stored as JSON lines in ``lineage.jsonl``.
+
+:class:`LineageEntry` is the only definition of an entry's fields: the member writes entries
+through :meth:`LineageEntry.to_json_line`, and every reader (status, analyze, TensorBoard, resume)
+gets entries back through :func:`parse_lineage`. No torch.
+"""
+import json
+import logging
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional
+
+log = logging.getLogger(__name__)
+
+STARTUP = "startup"
+"""``mode`` of the entry a fresh member writes for its initial hyperparameters."""
+EXPLOIT_ACTIONS = ("replace", "mutate")
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    number = _number(value)
+    return int(number) if number is not None and math.isfinite(number) else default
+
+
+def _opt_int(value: Any) -> Optional[int]:
+    number = _number(value)
+    return int(number) if number is not None and math.isfinite(number) else None
+
+
+def _params(value: Any) -> Dict[str, Any]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items()}
+
+
+@dataclass(frozen=True)
+class LineageEntry:
+    """One PBT event of one member."""
+
+    policy_idx: int
+    """The member the entry belongs to."""
+    iteration: int
+    """PBT iteration at which the event happened."""
+    frame: int
+    """The member's own frame count at the event."""
+    action: str
+    """"keep", "mutate", "replace" or "rollback" (after a divergence)."""
+    reason: str = ""
+    """Which rule fired, with its numbers."""
+    objective: Optional[float] = None
+    """The member's objective when it decided (None: unknown; NaN: diverged)."""
+    donor: Optional[int] = None
+    """policy_idx whose weights were taken (replace, rollback), else None."""
+    donor_iteration: Optional[int] = None
+    donor_objective: Optional[float] = None
+    mode: Optional[str] = None
+    """How the change was carried out: "inplace", "exec" or "startup" (a fresh member's initial
+    hyperparameters); None for keep."""
+    mode_reason: str = ""
+    """Why that mode (e.g. which keys needed a rebuild)."""
+    params_before: Dict[str, Any] = field(default_factory=dict)
+    params_after: Dict[str, Any] = field(default_factory=dict)
+    time: float = 0.0
+    """Unix time the entry was written."""
+    decided_at: float = 0.0
+    """Unix time of the decision (exploit latency = first step with new weights - decided_at)."""
+
+    @property
+    def is_startup(self) -> bool:
+        return self.mode == STARTUP
+
+    @property
+    def is_exploit(self) -> bool:
+        """A replace or mutate of a running member (not a fresh member's initial mutation)."""
+        return self.action in EXPLOIT_ACTIONS and not self.is_startup
+
+    @property
+    def changed_params(self) -> Dict[str, Any]:
+        """key -> (before, after) for every hyperparameter the event changed."""
+        keys = sorted(set(self.params_before) | set(self.params_after))
+        return {k: (self.params_before.get(k), self.params_after.get(k)) for k in keys
+                if self.params_before.get(k) != self.params_after.get(k)}
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    def to_json_line(self) -> bytes:
+        """One line of ``lineage.jsonl`` (NaN/inf as JSON's NaN/Infinity extension)."""
+        return (json.dumps(self.to_dict(), sort_keys=True) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LineageEntry":
+        """Lenient: a missing or mistyped field takes its default (lineages are diagnostics, and old
+        or hand-edited files must not stop a tool)."""
+        return cls(
+            policy_idx=_int(data.get("policy_idx"), -1),
+            iteration=_int(data.get("iteration")),
+            frame=_int(data.get("frame")),
+            action=str(data.get("action") or ""),
+            reason=str(data.get("reason") or ""),
+            objective=_number(data.get("objective")),
+            donor=_opt_int(data.get("donor")),
+            donor_iteration=_opt_int(data.get("donor_iteration")),
+            donor_objective=_number(data.get("donor_objective")),
+            mode=None if data.get("mode") is None else str(data.get("mode")),
+            mode_reason=str(data.get("mode_reason") or ""),
+            params_before=_params(data.get("params_before")),
+            params_after=_params(data.get("params_after")),
+            time=_number(data.get("time")) or 0.0,
+            decided_at=_number(data.get("decided_at")) or 0.0,
+        )
+
+
+FIELD_NAMES = tuple(f.name for f in fields(LineageEntry))
+
+
+def parse_lineage(data: bytes, source: str) -> List[LineageEntry]:
+    """The entries of a ``lineage.jsonl`` file's bytes. A torn or invalid line (the last one, when
+    its writer was killed) is skipped with a warning naming ``source`` and the line number."""
+    entries: List[LineageEntry] = []
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        torn = number == len(lines)  # the last chunk has no newline: its writer did not finish
+        try:
+            parsed = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            log.warning("skipping %s line %d in %s: %s", "torn last" if torn else "invalid", number, source, exc)
+            continue
+        if not isinstance(parsed, dict):
+            log.warning("skipping line %d in %s: expected a JSON object, got %s", number, source,
+                        type(parsed).__name__)
+            continue
+        entries.append(LineageEntry.from_dict(parsed))
+    return entries

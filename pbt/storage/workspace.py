@@ -1,0 +1,249 @@
+"""One member's handle on the shared workspace: publish, lineage, best copy, retention, fresh starts.
+
+Every write goes through the workspace's Store (:mod:`pbt.storage.local` on a filesystem), whose
+puts are atomic: a reader sees an old file or a whole new one. The protocol (checkpoint before
+record, records deleted before checkpoints, each member writes only its own directories) is in
+:mod:`pbt.storage.format`; the disk bound in :mod:`pbt.storage.retention`.
+
+A ``Workspace`` is not thread-safe: one member process uses it from one thread.
+"""
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, List, Mapping, Optional, Union
+
+from pbt.errors import ConfigError, WorkspaceError
+from pbt.storage.backend import Store
+from pbt.storage.best import is_better, write_best
+from pbt.storage.checkpoints import serialize_state, sha256_hex
+from pbt.storage.format import (
+    CHECKPOINT_SUFFIX,
+    LINEAGE_FILE,
+    PROBE_FILE,
+    RECORD_SUFFIX,
+    best_dir_name,
+    checkpoint_name,
+    iteration_of,
+    record_name,
+)
+from pbt.storage.lineage import LineageEntry
+from pbt.storage.local import HOST, atomic_write_bytes
+from pbt.storage.reader import PathLike, WorkspaceReader
+from pbt.storage.record import Record, record_to_yaml, to_plain
+from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order
+
+logger = logging.getLogger(__name__)
+
+
+class Workspace(WorkspaceReader):
+    """The workspace as member ``policy_idx`` of ``num_policies`` sees and writes it.
+
+    Args:
+        root: the workspace shared by the population (a directory, created if missing, or a Store).
+        policy_idx: this member's index, 0 .. num_policies-1.
+        num_policies: population size N.
+        retention: how many own records to keep (:mod:`pbt.storage.retention`).
+    """
+
+    def __init__(self, root: Union[PathLike, Store], policy_idx: int, num_policies: int,
+                 retention: Optional[RetentionPolicy] = None) -> None:
+        retention = retention or RetentionPolicy()
+        if num_policies < 1:
+            raise ConfigError(f"pbt.num_policies must be >= 1, got {num_policies}")
+        if not 0 <= policy_idx < num_policies:
+            raise ConfigError(f"pbt.policy_idx must be in 0..{num_policies - 1} (pbt.num_policies={num_policies}), "
+                              f"got {policy_idx}")
+        if retention.keep_records < 1:
+            raise ConfigError(f"keep_records must be >= 1, got {retention.keep_records}")
+        if retention.max_records < retention.keep_records:
+            raise ConfigError(f"max_records ({retention.max_records}) must be >= keep_records "
+                              f"({retention.keep_records})")
+        if retention.peer_margin < 0:
+            raise ConfigError(f"peer_margin must be >= 0, got {retention.peer_margin}")
+        super().__init__(root, num_policies)
+        self.policy_idx = policy_idx
+        self.retention = retention
+        self.own_key = self.member_key(policy_idx)
+        self.best_key = best_dir_name(policy_idx)
+        for key in (self.own_key, self.best_key):
+            self.store.ensure_dir(key)
+
+    @property
+    def own_dir(self) -> Path:
+        return self.member_dir(self.policy_idx)
+
+    @property
+    def best_dir(self) -> Path:
+        return Path(self.store.path(self.best_key))
+
+    # ---- start-up ----------------------------------------------------------------------------
+
+    def probe_writable(self) -> None:
+        """Write and remove a small file in this member's directory, so a read-only, full or
+        unwritable ``pbt.workspace`` fails at start-up rather than at the first PBT iteration."""
+        key = f"{self.own_key}/{PROBE_FILE}"
+        try:
+            self.store.put_atomic(key, f"{HOST} {os.getpid()} {time.time()}\n".encode("utf-8"))
+        except WorkspaceError as exc:
+            raise WorkspaceError(
+                f"pbt.workspace={self.root} is not writable: {exc.__cause__ or exc}. Set pbt.workspace to a "
+                "directory every member can write (check permissions, free disk space, and that the "
+                "filesystem is mounted read-write)."
+            ) from exc
+        self.store.delete(key)
+
+    def has_own_files(self) -> bool:
+        """True when this member's directory holds any record, checkpoint or lineage."""
+        return any(n == LINEAGE_FILE or iteration_of(n, RECORD_SUFFIX) is not None
+                   or iteration_of(n, CHECKPOINT_SUFFIX) is not None for n in self.store.list(self.own_key))
+
+    def move_aside(self) -> List[Path]:
+        """Move this member's directory and its best copy aside (``<idx:03d>.old-<time>``,
+        ``best<idx>.old-<time>``) and create empty ones: a fresh start that deletes nothing.
+        Returns the new paths of what was moved."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        moved: List[Path] = []
+        for key in (self.own_key, self.best_key):
+            if not self.store.exists(key):
+                continue
+            target = f"{key}.old-{stamp}"
+            suffix = 1
+            while self.store.exists(target):
+                suffix += 1
+                target = f"{key}.old-{stamp}-{suffix}"
+            self.store.rename(key, target)
+            self.store.ensure_dir(key)
+            moved.append(Path(self.store.path(target)))
+        self._cache.pop(self.policy_idx, None)
+        return moved
+
+    # ---- publishing --------------------------------------------------------------------------
+
+    def save(self, iteration: int, frame: int, objective: Optional[float], params: Mapping[str, Any],
+             state: Mapping[str, Any], episode_returns: Iterable[float] = (), frames_since_replace: int = 0) -> Record:
+        """Serialize ``state`` (rl_games' full state) and publish it with its record."""
+        return self.publish(iteration, frame, objective, params, serialize_state(state), episode_returns,
+                            frames_since_replace)
+
+    def publish(self, iteration: int, frame: int, objective: Optional[float], params: Mapping[str, Any],
+                checkpoint_bytes: bytes, episode_returns: Iterable[float] = (),
+                frames_since_replace: int = 0) -> Record:
+        """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``."""
+        if iteration < 0:
+            raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
+        if not checkpoint_bytes:
+            raise WorkspaceError(f"refusing to publish an empty checkpoint for iteration {iteration}")
+        try:
+            objective_value = None if objective is None else float(objective)
+            returns = [float(x) for x in episode_returns]
+        except (TypeError, ValueError) as exc:
+            raise WorkspaceError(f"objective and episode_returns must be numbers: {exc}") from exc
+        record = Record(
+            policy_idx=self.policy_idx, iteration=int(iteration), frame=int(frame), objective=objective_value,
+            params=to_plain(dict(params), "params"), checkpoint=checkpoint_name(iteration),
+            checksum=sha256_hex(checkpoint_bytes), time=time.time(), episode_returns=returns,
+            frames_since_replace=int(frames_since_replace),
+        )
+        record_bytes = record_to_yaml(record)
+        record_key = f"{self.own_key}/{record_name(iteration)}"
+        # Re-publishing an iteration: drop the old record first, so it never names the new bytes.
+        if self.store.exists(record_key):
+            self.store.delete(record_key)
+        self.store.put_atomic(f"{self.own_key}/{record.checkpoint}", checkpoint_bytes)
+        self.store.put_atomic(record_key, record_bytes)
+        logger.debug("member %d published iteration %d (%d bytes)", self.policy_idx, iteration, len(checkpoint_bytes))
+        return record
+
+    def newest_iteration(self, member_idx: Optional[int] = None, verify: bool = False) -> Optional[int]:
+        """Iteration of a member's (default: own) newest intact record, or None (e.g. for resume)."""
+        record = self.latest_record(self.policy_idx if member_idx is None else member_idx, verify=verify)
+        return None if record is None else record.iteration
+
+    def read_lineage(self, member_idx: Optional[int] = None) -> List[LineageEntry]:
+        """A member's (default: own) lineage."""
+        return super().read_lineage(self.policy_idx if member_idx is None else member_idx)
+
+    def export_checkpoint(self, record: Record, member_idx: Optional[int], dest_path: PathLike, frame: int,
+                          epoch: int) -> Path:
+        """Copy a (donor's) checkpoint to a private path outside the workspace, for a restart.
+
+        The copy is verified and loaded safely, its ``frame`` and ``epoch`` are set to the caller's
+        own counts (a member keeps its own frame count), and it is written atomically. Raises
+        CorruptRecordError when the donor's file vanished or is damaged, WorkspaceError when
+        ``dest_path`` lies inside the workspace or cannot be written.
+        """
+        dest = Path(dest_path).absolute()
+        root = self.root.absolute()
+        if dest == root or root in dest.parents:
+            raise WorkspaceError(f"export destination {dest} lies inside the workspace {root}, where retention may "
+                                 "delete it; export into the member's own run directory instead.")
+        state = self.load_checkpoint(record, member_idx)
+        state["frame"] = int(frame)
+        state["epoch"] = int(epoch)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceError(f"cannot create {dest.parent} for the exported checkpoint: {exc}") from exc
+        atomic_write_bytes(dest, serialize_state(state))
+        logger.info("exported member %d's iteration %d checkpoint to %s (frame %d, epoch %d)",
+                    record.policy_idx, record.iteration, dest, frame, epoch)
+        return dest
+
+    # ---- lineage and best --------------------------------------------------------------------
+
+    def append_lineage(self, entry: LineageEntry) -> None:
+        """Append one entry to this member's ``lineage.jsonl`` (one write, then fsync)."""
+        to_plain(entry.to_dict(), "lineage entry")  # refuse what JSON readers could not read back
+        self.store.append(f"{self.own_key}/{LINEAGE_FILE}", entry.to_json_line())
+
+    def best_record(self, member_idx: Optional[int] = None) -> Optional[Record]:
+        """The record of a member's (default: own) copy of the population best, or None."""
+        return super().best_record(self.policy_idx if member_idx is None else member_idx)
+
+    def update_best(self, record: Record, member_idx: Optional[int] = None) -> bool:
+        """Keep ``best<own idx>/`` holding the best checkpoint+record this member has seen.
+
+        ``record`` is the current population best (its checkpoint in ``member_idx``'s directory,
+        default its policy_idx); it replaces the copy only when its objective is finite and
+        strictly higher. The bytes are verified by sha256 and copied, never unpickled. Returns True
+        when the copy was replaced; raises CorruptRecordError when the checkpoint vanished or fails
+        its checksum.
+        """
+        if not is_better(record, self.best_record()):
+            return False
+        write_best(self, self.best_key, record, self.read_checkpoint_bytes(record, member_idx))
+        logger.info("member %d: new population best %s (objective %s) copied to %s", self.policy_idx,
+                    record.policy_idx, record.objective, self.best_dir)
+        return True
+
+    # ---- retention ---------------------------------------------------------------------------
+
+    def cleanup(self, latest: Optional[Mapping[int, Record]] = None) -> List[Path]:
+        """Apply retention to this member's files (:mod:`pbt.storage.retention`); returns the paths
+        removed. ``latest`` is a ``latest_records()`` snapshot (scanned when None). Orphan checkpoints
+        (no kept record) and stale temp files of this member are removed too."""
+        if latest is None:
+            latest = self.latest_records()
+        peers = [latest[i].iteration if i in latest else 0 for i in range(self.num_policies) if i != self.policy_idx]
+        names = self.store.list(self.own_key)
+        records = [it for it in (iteration_of(n, RECORD_SUFFIX) for n in names) if it is not None]
+        kept = iterations_to_keep(records, peers, self.retention)
+        doomed = [record_name(it) for it in records if it not in kept]
+        doomed += [checkpoint_name(it) for it in records if it not in kept]
+        orphans = [n for n in names if iteration_of(n, CHECKPOINT_SUFFIX) not in (None, *kept)
+                   and n not in doomed]
+        for name in orphans:
+            logger.info("removing orphan checkpoint %s (no record names it)", self.store.path(f"{self.own_key}/{name}"))
+        removed: List[str] = []
+        for name in removal_order(doomed + orphans, RECORD_SUFFIX):
+            self.store.delete(f"{self.own_key}/{name}")
+            removed.append(f"{self.own_key}/{name}")
+        for key in (self.own_key, self.best_key):
+            removed.extend(self.store.remove_stale_temps(key, self.retention.stale_tmp_seconds))
+        if removed:
+            logger.debug("member %d cleanup removed %d files (kept %d records)", self.policy_idx, len(removed),
+                         len(kept))
+        return [Path(self.store.path(key)) for key in removed]
+
+

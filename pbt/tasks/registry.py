@@ -1,0 +1,158 @@
+"""One registry behind ``task=``: built-in tasks, the user's own classes, Isaac Gym, envpool.
+
+Accepted values of ``task=`` on the command line:
+
+* a built-in name: ``Pendulum``, ``Cartpole``, ... (:data:`BUILTIN_TASKS`);
+* an import path to the user's own vectorized task class: ``my_package.my_module:MyTask``;
+* ``isaacgym/<Name>``: an IsaacGymEnvs task (needs ``isaacgym`` and ``isaacgymenvs``);
+* ``envpool/<EnvId>``: a MuJoCo (or other) envpool environment, e.g. ``envpool/HalfCheetah-v4``.
+
+The three non-built-in forms are rewritten before Hydra composes the config into a config-group
+choice plus ``task.name`` (``task=imported task.name=my_package.my_module:MyTask``), so Hydra only
+ever sees options that exist under ``configs/task/``. Nothing here imports torch.
+"""
+import importlib
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Sequence
+
+from pbt.errors import TaskError, did_you_mean
+from pbt.tasks.base import check_task_interface
+from pbt.tasks.isaacgym import build_isaacgym_task, import_isaacgym
+
+log = logging.getLogger(__name__)
+
+#: Built-in task name (the value of ``task=``) -> "module:Class" (imported only when built).
+BUILTIN_TASKS: Dict[str, str] = {
+    "Pendulum": "pbt.tasks.pendulum:Pendulum",
+    "Cartpole": "pbt.tasks.cartpole:Cartpole",
+    "Reacher": "pbt.tasks.reacher:Reacher",
+}
+
+#: config-group options under configs/task/ that stand for a family of tasks, keyed by prefix.
+FAMILY_OPTIONS = {"isaacgym": "isaacgym", "envpool": "envpool"}
+IMPORTED_OPTION = "imported"
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """What ``task=`` resolved to: a config-group option and the task's name within it."""
+
+    option: str
+    """The file under configs/task/ Hydra composes (``Pendulum``, ``imported``, ``envpool``...)."""
+    name: str
+    """The task's name: built-in name, ``module:Class``, Isaac Gym task name or envpool id."""
+
+    @property
+    def kind(self) -> str:
+        if self.option == IMPORTED_OPTION:
+            return "imported"
+        if self.option in FAMILY_OPTIONS.values():
+            return self.option
+        return "builtin"
+
+
+def valid_task_help() -> str:
+    builtins = ", ".join(sorted(BUILTIN_TASKS))
+    return (
+        f"Built-in tasks: {builtins}. Your own task: task=my_package.my_module:MyTask. "
+        "Isaac Gym: task=isaacgym/<Name>. envpool/MuJoCo: task=envpool/<EnvId> (e.g. envpool/HalfCheetah-v4)."
+    )
+
+
+def parse_task(value: str) -> TaskRef:
+    """Parse the value of ``task=``; raise TaskError listing the valid tasks when it matches none."""
+    value = value.strip().strip("'\"")
+    if value in BUILTIN_TASKS:
+        return TaskRef(value, value)
+    if value in (IMPORTED_OPTION, *FAMILY_OPTIONS.values()):
+        return TaskRef(value, "")
+    prefix, sep, rest = value.partition("/")
+    if sep and prefix in FAMILY_OPTIONS:
+        if not rest:
+            raise TaskError(f"task={value}: missing the task name after '{prefix}/'. {valid_task_help()}")
+        return TaskRef(FAMILY_OPTIONS[prefix], rest)
+    module, sep, cls = value.partition(":")
+    if sep:
+        if not module or not cls.isidentifier():
+            raise TaskError(
+                f"task={value}: an import path must look like my_package.my_module:MyTask. {valid_task_help()}"
+            )
+        return TaskRef(IMPORTED_OPTION, value)
+    hint = did_you_mean(value, BUILTIN_TASKS)
+    raise TaskError(f"Unknown task '{value}'.{hint} {valid_task_help()}")
+
+
+def rewrite_task_overrides(argv: Sequence[str]) -> List[str]:
+    """Rewrite a ``task=<value>`` override into ``task=<option> task.name=<name>`` when needed.
+
+    Built-in names pass unchanged; an unknown name raises TaskError at once, before Hydra runs.
+    """
+    out: List[str] = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+") == "task":
+            ref = parse_task(value)
+            out.append(f"task={ref.option}")
+            if ref.name and ref.option != ref.name:
+                out.append(f"task.name={ref.name!r}" if any(c in ref.name for c in ",[]{}()=") else f"task.name={ref.name}")
+            continue
+        out.append(arg)
+    return out
+
+
+def import_task_class(path: str) -> Callable[..., Any]:
+    """Import ``module:Class``; TaskError saying what to fix when it cannot."""
+    module_name, _, cls_name = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TaskError(
+            f"task={path}: cannot import module '{module_name}' ({exc}). Install the package that provides it "
+            "or add its directory to PYTHONPATH."
+        ) from exc
+    try:
+        return getattr(module, cls_name)
+    except AttributeError:
+        names = [n for n in dir(module) if not n.startswith("_")]
+        raise TaskError(
+            f"task={path}: module '{module_name}' has no attribute '{cls_name}'.{did_you_mean(cls_name, names)}"
+        ) from None
+
+
+def build_task(
+    ref: TaskRef,
+    task_cfg: Mapping[str, Any],
+    sim_device: str,
+    rl_device: str,
+    headless: bool,
+    graphics_device_id: int = 0,
+) -> Any:
+    """Construct the task object (built-in or imported); Isaac Gym / envpool are built by their adapters."""
+    if ref.kind == "builtin":
+        cls = import_task_class(BUILTIN_TASKS[ref.name])
+    elif ref.kind == "imported":
+        if not ref.name:
+            raise TaskError(f"task=imported needs task.name=my_package.my_module:MyTask. {valid_task_help()}")
+        cls = import_task_class(ref.name)
+    elif ref.kind == "isaacgym":
+        return build_isaacgym_task(ref.name, task_cfg, sim_device, rl_device, headless, graphics_device_id)
+    elif ref.kind == "envpool":
+        from pbt.tasks.envpool import EnvpoolTask  # imports torch; envpool itself is imported when built
+
+        return EnvpoolTask(cfg=task_cfg, sim_device=sim_device, rl_device=rl_device, headless=headless, env_id=ref.name)
+    else:
+        raise TaskError(f"build_task cannot build {ref.kind} tasks; they are created by their rl_games adapter.")
+    task = cls(cfg=dict(task_cfg), sim_device=sim_device, rl_device=rl_device, headless=headless)
+    check_task_interface(task, ref.name)
+    return task
+
+
+def prepare_backend(ref: TaskRef) -> None:
+    """Import what a task's backend must import before torch. Call before torch/rl_games are imported.
+
+    Isaac Gym refuses to load once torch is imported ("PyTorch was imported before isaacgym
+    modules"), so the worker imports it first; a missing Isaac Gym fails here, before rl_games loads.
+    """
+    if ref.kind == "isaacgym":
+        import_isaacgym(ref.name)

@@ -1,0 +1,44 @@
+"""How the tools show values: compact numbers, frame counts and ages (display only, never parsed back).
+
+The Hydra override formatter, whose output is read back by Hydra, is :func:`pbt.restart.format_value`.
+"""
+import math
+from typing import Any, Optional
+
+
+def display_value(value: Any) -> str:
+    """Compact display of a hyperparameter or objective value (``-`` for None)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def format_frames(frames: Optional[int]) -> str:
+    """245760 -> '245.8k', 12345678 -> '12.35M'."""
+    if frames is None:
+        return "-"
+    if frames < 10_000:
+        return str(frames)
+    if frames < 1_000_000:
+        return f"{frames / 1e3:.1f}k"
+    if frames < 1_000_000_000:
+        return f"{frames / 1e6:.2f}M"
+    return f"{frames / 1e9:.2f}G"
+
+
+def format_age(seconds: float) -> str:
+    """Seconds since something happened: '45s', '12m', '3.5h'."""
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

@@ -1,0 +1,212 @@
+"""``python -m pbt.play checkpoint=<path> task=... [episodes=K] [overrides]``: run a trained policy
+without learning and report how well it does.
+
+The agent is built exactly as for training (same task, network, normalizers and action scaling,
+from the same Hydra config and overrides), the checkpoint is loaded safely
+(``torch.load(weights_only=True)``), and the policy acts deterministically (the mean action) in the
+vectorized task until K complete episodes have finished. Each env's first episode is not counted
+(tasks start it at a random step, so it is partial). Prints one line::
+
+    PLAY episodes=K mean_return=... objective=... std_return=...
+
+``objective`` is the mean of the task's ``pbt.objective`` key (e.g. ``true_objective``) over those
+episodes when the task reports it, else the mean return (as the PBT objective falls back to).
+Nothing is written next to the checkpoint: rl_games' run directory goes to a temporary directory.
+"""
+import logging
+import math
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence
+
+from pbt.errors import ConfigError, PbtError
+
+log = logging.getLogger("pbt.play")
+
+DEFAULT_EPISODES = 100
+MAX_STEPS = 100_000
+"""Vectorized steps after which play gives up (a task whose episodes never end)."""
+USAGE = "usage: python -m pbt.play checkpoint=<path.pth> task=<task> [episodes=K] [key=value ...]"
+
+
+@dataclass
+class PlayResult:
+    episodes: int
+    returns: List[float]
+    objectives: List[float]
+    steps: int
+
+    @property
+    def mean_return(self) -> float:
+        return statistics.fmean(self.returns) if self.returns else math.nan
+
+    @property
+    def objective(self) -> float:
+        """Mean of the task's objective over the episodes, else the mean return."""
+        return statistics.fmean(self.objectives) if self.objectives else self.mean_return
+
+    def line(self) -> str:
+        std = statistics.pstdev(self.returns) if len(self.returns) > 1 else 0.0
+        return (f"PLAY episodes={len(self.returns)} mean_return={self.mean_return:.4g} "
+                f"objective={self.objective:.4g} std_return={std:.4g}")
+
+
+def _per_env(value: Any) -> Optional[List[float]]:
+    if value is None:
+        return None
+    if hasattr(value, "detach"):
+        return value.detach().float().cpu().reshape(-1).tolist()
+    if hasattr(value, "tolist"):
+        flat = value.tolist()
+        return [float(v) for v in (flat if isinstance(flat, list) else [flat])]
+    return None
+
+
+def run_episodes(agent: Any, episodes: int, objective_key: str, max_steps: int = MAX_STEPS) -> PlayResult:
+    """Step ``agent``'s env with deterministic actions until ``episodes`` complete episodes ended."""
+    import torch
+
+    from pbt.objective import lookup
+    from pbt.rl_games.vecenv import EPISODE_RETURN_KEY
+
+    agent.model.eval()
+    if getattr(agent, "is_rnn", False):
+        raise ConfigError("pbt.play does not support recurrent policies yet; evaluate them with rl_games' player.")
+    num_envs = int(agent.num_actors)
+    finished = [0] * num_envs
+    returns: List[float] = []
+    objectives: List[float] = []
+    obs = agent.env_reset()
+    steps = 0
+    with torch.no_grad():
+        while len(returns) < episodes:
+            if steps >= max_steps:
+                raise ConfigError(
+                    f"only {len(returns)} of {episodes} episodes ended within {max_steps} steps of {num_envs} envs. "
+                    "Ask for fewer episodes (episodes=K) or check the task's episode length.")
+            actions = agent.get_action_values(obs)["mus"]
+            obs, _, dones, infos = agent.env_step(actions)
+            steps += 1
+            done = dones.reshape(-1).nonzero(as_tuple=False).reshape(-1).tolist()
+            if not done:
+                continue
+            episode_returns = _per_env(infos.get(EPISODE_RETURN_KEY)) if isinstance(infos, dict) else None
+            if episode_returns is None:
+                raise ConfigError(f"the env reports no '{EPISODE_RETURN_KEY}' in its infos: pbt.play runs tasks "
+                                  "built through pbt.rl_games.vecenv (task=...), as pbt.train does.")
+            reported = _per_env(lookup(infos, objective_key))
+            for i in done:
+                finished[i] += 1
+                if finished[i] < 2 or len(returns) >= episodes:  # the first episode started at a random step
+                    continue
+                returns.append(float(episode_returns[i]))
+                if reported is not None and len(reported) == num_envs:
+                    objectives.append(float(reported[i]))
+    return PlayResult(len(returns), returns, objectives, steps)
+
+
+def play(cfg: Any, episodes: int) -> PlayResult:
+    """Load ``cfg.checkpoint`` into an agent built from ``cfg`` and play ``episodes`` episodes."""
+    from omegaconf import open_dict
+
+    from pbt.rl_games.runner import build_runner, create_agent
+    from pbt.storage.checkpoints import load_state_file
+
+    checkpoint = str(cfg.get("checkpoint") or "")
+    if not checkpoint:
+        raise ConfigError("pbt.play needs checkpoint=<path to a .pth> (e.g. best/checkpoint.pth from "
+                          "python -m pbt.analyze, or an rl_games checkpoint in <run dir>/nn/).")
+    state = load_state_file(checkpoint)
+    if "model" not in state:
+        raise ConfigError(f"checkpoint={checkpoint} holds no 'model' weights; pass an rl_games/PBT checkpoint.")
+    if cfg.pbt.get("enabled", False):
+        cfg.pbt.enabled = False
+    with tempfile.TemporaryDirectory(prefix="pbt_play_") as tmp:
+        with open_dict(cfg):
+            cfg.train_dir = tmp
+            cfg.experiment = "play"
+        runner = build_runner(cfg)
+        agent = create_agent(runner, "play")
+        try:
+            try:
+                agent.set_weights(state)
+            except (RuntimeError, KeyError) as exc:
+                raise ConfigError(
+                    f"checkpoint={checkpoint} does not fit the policy this config builds ({exc}). Pass the task "
+                    "and the network/train overrides the checkpoint was trained with.") from exc
+            if state.get("env_state") is not None and hasattr(agent.vec_env, "set_env_state"):
+                agent.vec_env.set_env_state(state["env_state"])
+            objective_key = str((cfg.get("pbt") or {}).get("objective", "true_objective"))
+            result = run_episodes(agent, episodes, objective_key)
+        finally:
+            if getattr(agent, "writer", None) is not None:
+                agent.writer.close()
+    log.info("played %s for %d episodes (%d steps of %d envs, deterministic actions)", checkpoint,
+             result.episodes, result.steps, int(agent.num_actors))
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+_EPISODES: List[int] = [DEFAULT_EPISODES]
+
+
+def split_episodes(args: Sequence[str]) -> Any:
+    """(episodes, the other args): ``episodes=K`` is ours, everything else goes to Hydra."""
+    episodes = DEFAULT_EPISODES
+    rest = []
+    for arg in args:
+        if arg.startswith("episodes="):
+            try:
+                episodes = int(arg.split("=", 1)[1])
+            except ValueError:
+                raise ConfigError(f"{arg}: episodes must be a whole number, e.g. episodes=100.") from None
+            if episodes < 1:
+                raise ConfigError(f"{arg}: episodes must be >= 1.")
+        else:
+            rest.append(arg)
+    return episodes, rest
+
+
+def _hydra_entry() -> Callable[[], None]:
+    import hydra
+    from omegaconf import DictConfig
+
+    from pbt.resolvers import CONFIG_DIR
+
+    @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+    def _hydra_main(cfg: DictConfig) -> None:
+        try:
+            result = play(cfg, _EPISODES[0])
+        except PbtError as exc:
+            log.error("%s", exc)
+            sys.exit(2)
+        log.info(result.line())
+
+    return _hydra_main
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    from pbt.resolvers import register_resolvers
+    from pbt.tasks.registry import rewrite_task_overrides
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr)
+        sys.exit(0)
+    register_resolvers()
+    try:
+        _EPISODES[0], rest = split_episodes(args)
+        sys.argv = [sys.argv[0], *rewrite_task_overrides(rest)]
+    except PbtError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    _hydra_entry()()
+
+
+if __name__ == "__main__":
+    main()

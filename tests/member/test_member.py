@@ -1,0 +1,92 @@
+"""PbtMember start-up without torch: initial mutation, resume from the workspace, refusal to
+overwrite, restart argv that keeps the run name."""
+import copy
+
+import pytest
+
+from pbt.errors import ConfigError
+from pbt.member import PbtMember
+from pbt.storage import Workspace
+
+SCHEME = {"train.params.config.learning_rate": "mutate_float", "train.params.config.gamma": "mutate_discount"}
+
+
+def make_cfg(ws, **pbt):
+    block = {"enabled": True, "policy_idx": 1, "num_policies": 4, "workspace": str(ws), "interval_steps": 1000,
+             "mutation": dict(SCHEME), "mutation_rate": 1.0}
+    block.update(pbt)
+    return {"seed": 3, "checkpoint": "", "experiment": "exp",
+            "train": {"params": {"config": {"learning_rate": 1e-3, "gamma": 0.99}}}, "pbt": block}
+
+
+def test_fresh_member_mutates_once_and_logs_it(tmp_path):
+    member = PbtMember(make_cfg(tmp_path / "ws"), tmp_path / "run", ["task=Pendulum"])
+    cfg = member.startup()
+    params = cfg["train"]["params"]["config"]
+    assert params["learning_rate"] != 1e-3 and params["gamma"] != 0.99  # mutation_rate 1.0
+    lineage = member.workspace.read_lineage(1)
+    assert len(lineage) == 1 and lineage[0].action == "mutate"
+    assert lineage[0].params_after["train.params.config.learning_rate"] == params["learning_rate"]
+
+
+def test_restarted_member_keeps_its_params(tmp_path):
+    member = PbtMember(make_cfg(tmp_path / "ws", restarted=True), tmp_path / "run", [])
+    cfg = member.startup()
+    assert cfg["train"]["params"]["config"]["learning_rate"] == 1e-3
+    assert member.workspace.read_lineage(1) == []
+
+
+def publish(ws_root, idx, iteration, params):
+    ws = Workspace(ws_root, idx, 4)
+    return ws.publish(iteration, iteration * 1000, -1.0, params, b"checkpoint-bytes-%d" % iteration)
+
+
+def test_member_with_records_resumes_from_newest_with_its_params(tmp_path):
+    ws = tmp_path / "ws"
+    publish(ws, 1, 1, {"train.params.config.learning_rate": 5e-4, "train.params.config.gamma": 0.97})
+    newest = publish(ws, 1, 2, {"train.params.config.learning_rate": 2e-4, "train.params.config.gamma": 0.98})
+    member = PbtMember(make_cfg(ws), tmp_path / "run", [])
+    cfg = member.startup()
+    assert member.resume_record == newest
+    assert cfg["train"]["params"]["config"] == {"learning_rate": 2e-4, "gamma": 0.98}
+
+
+def test_resume_skips_a_record_whose_checkpoint_is_damaged(tmp_path):
+    ws = tmp_path / "ws"
+    good = publish(ws, 1, 1, {"train.params.config.learning_rate": 5e-4, "train.params.config.gamma": 0.97})
+    bad = publish(ws, 1, 2, {"train.params.config.learning_rate": 2e-4, "train.params.config.gamma": 0.98})
+    (ws / "001" / bad.checkpoint).write_bytes(b"torn")
+    member = PbtMember(make_cfg(ws), tmp_path / "run", [])
+    member.startup()
+    assert member.resume_record == good
+
+
+def test_resume_false_refuses_to_overwrite_records(tmp_path):
+    ws = tmp_path / "ws"
+    publish(ws, 1, 1, {"train.params.config.learning_rate": 5e-4, "train.params.config.gamma": 0.97})
+    member = PbtMember(make_cfg(ws, resume=False), tmp_path / "run", [])
+    with pytest.raises(ConfigError, match="already has records"):
+        member.startup()
+
+
+def test_bad_population_settings_fail_before_touching_the_workspace(tmp_path):
+    with pytest.raises(ConfigError, match="policy_idx"):
+        PbtMember(make_cfg(tmp_path / "ws", policy_idx=4), tmp_path / "run", [])
+    with pytest.raises(ConfigError, match="does not exist"):
+        PbtMember(make_cfg(tmp_path / "ws", mutation={"train.params.config.gama": "mutate_float"}),
+                  tmp_path / "run", [])
+    assert not (tmp_path / "ws").exists()
+
+
+def test_due_follows_interval_boundaries(tmp_path):
+    member = PbtMember(make_cfg(tmp_path / "ws"), tmp_path / "run", [])
+    member.started(2500)
+    assert not member.due(2999)
+    assert member.due(3000)
+
+
+def test_hysteresis_keeps_the_best_objective_of_the_interval(tmp_path):
+    member = PbtMember(copy.deepcopy(make_cfg(tmp_path / "ws")), tmp_path / "run", [])
+    for value in (None, -5.0, -2.0, -9.0):
+        member.observe(value)
+    assert member.best_interval_objective == -2.0

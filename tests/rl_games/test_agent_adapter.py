@@ -1,0 +1,194 @@
+"""The agent adapters on real rl_games agents built through pbt.rl_games.runner: every in-place key
+applies and reads back on a continuous (Pendulum) and a discrete PPO agent, the discrete one sends
+bounds_loss_coef to a rebuild, donor weights load keeping the member's counters and learning rate,
+and an unknown algo falls back to exec-only."""
+import copy
+import math
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+from typing import Any, Dict, List
+
+import pytest
+
+from conftest import REPO
+
+torch = pytest.importorskip("torch")
+
+from pbt.errors import ConfigError  # noqa: E402
+from pbt.rl_games import (  # noqa: E402
+    AgentAdapter,
+    ContinuousPpoAdapter,
+    DiscretePpoAdapter,
+    adapter_class,
+    make_adapter,
+    register_adapter,
+)
+from pbt.rl_games.agent import CONFIG  # noqa: E402
+
+#: A new value for every key either PPO agent can change in place (each differs from the configs').
+NEW_VALUES: Dict[str, Any] = {
+    CONFIG + "learning_rate": 2.5e-4, CONFIG + "gamma": 0.97, CONFIG + "tau": 0.9, CONFIG + "e_clip": 0.15,
+    CONFIG + "entropy_coef": 0.003, CONFIG + "critic_coef": 1.5, CONFIG + "grad_norm": 0.7,
+    CONFIG + "mini_epochs": 3, CONFIG + "kl_threshold": 0.02, CONFIG + "reward_shaper.scale_value": 0.3,
+    CONFIG + "bounds_loss_coef": 0.0005,
+}
+BOUNDS = CONFIG + "bounds_loss_coef"
+
+DISCRETE_TASK = textwrap.dedent('''
+    from rl_games.common.gym_compat import gym
+
+    from pbt.tasks.cartpole import Cartpole
+
+
+    class DiscreteCartpole(Cartpole):
+        """Cartpole pushed left or right with full force: a discrete action space."""
+
+        action_space = gym.spaces.Discrete(2)
+
+        def step(self, actions):
+            return super().step((actions.reshape(-1, 1).float() * 2.0 - 1.0))
+''')
+
+COMMON = ["num_envs=16", "sim_device=cpu", "rl_device=cpu", "torch_threads=1",
+          "train.params.config.horizon_length=16", "train.params.config.minibatch_size=256"]
+DISCRETE = ["task=disc_task:DiscreteCartpole", "train.params.algo.name=a2c_discrete",
+            "train.params.model.name=discrete_a2c", "~train.params.network.space.continuous",
+            "+train.params.network.space.discrete={}"]
+
+
+def build(overrides: List[str], train_dir: Any) -> SimpleNamespace:
+    from hydra import compose, initialize_config_dir
+
+    from pbt.resolvers import register_resolvers
+    from pbt.rl_games.runner import build_runner, create_agent
+    from pbt.tasks.registry import rewrite_task_overrides
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
+        cfg = compose(config_name="config", overrides=rewrite_task_overrides(
+            [*overrides, *COMMON, f"train_dir={train_dir}", "experiment=adapter"]))
+    runner = build_runner(cfg)
+    algo = create_agent(runner, "adapter")
+    return SimpleNamespace(algo=algo, name=runner.algo_name, cfg=cfg)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, SimpleNamespace]:
+    root = tmp_path_factory.mktemp("adapters")
+    (root / "disc_task.py").write_text(DISCRETE_TASK)
+    sys.path.insert(0, str(root))
+    try:
+        return {"a2c_continuous": build(["task=Pendulum"], root / "runs"),
+                "a2c_discrete": build(DISCRETE, root / "runs")}
+    finally:
+        sys.path.remove(str(root))
+
+
+@pytest.mark.parametrize("name, cls", [("a2c_continuous", ContinuousPpoAdapter), ("a2c_discrete", DiscretePpoAdapter)])
+def test_every_inplace_key_applies_and_reads_back(built: Dict[str, SimpleNamespace], name: str, cls: type) -> None:
+    algo = built[name].algo
+    assert built[name].name == name and type(algo).__name__ == ("A2CAgent" if name == "a2c_continuous"
+                                                                    else "DiscreteA2CAgent")
+    agent = make_adapter(algo, name)
+    assert type(agent) is cls
+    expected = set(NEW_VALUES) - ({BOUNDS} if name == "a2c_discrete" else set())
+    assert set(agent.inplace_keys()) == expected
+    for key in expected:
+        assert agent.read(key) != pytest.approx(NEW_VALUES[key]), key  # the test changes every value
+    agent.set_hyperparameters({k: NEW_VALUES[k] for k in expected})
+    for key in expected:
+        assert agent.read(key) == pytest.approx(NEW_VALUES[key], rel=1e-6), key
+    # Where rl_games actually reads them: the minibatch lr, the epoch loop, the adaptive schedule.
+    assert algo.last_lr == pytest.approx(2.5e-4) and isinstance(algo.mini_epochs_num, int)
+    assert algo.scheduler.kl_threshold == pytest.approx(0.02)
+    # One real epoch with them: nothing resets the values that no schedule moves.
+    algo.init_tensors()
+    algo.obs = algo.env_reset()
+    algo.train_epoch()
+    for key in expected - {CONFIG + "learning_rate"}:
+        assert agent.read(key) == pytest.approx(NEW_VALUES[key], rel=1e-6), key
+    assert not agent.nonfinite_weights()
+
+
+def test_discrete_agent_needs_a_rebuild_for_the_bounds_loss(built: Dict[str, SimpleNamespace]) -> None:
+    assert not hasattr(built["a2c_discrete"].algo, "bounds_loss_coef")  # why it is not in the discrete table
+    changes = {BOUNDS: 0.001, CONFIG + "gamma": 0.9, CONFIG + "horizon_length": 32}
+    assert DiscretePpoAdapter.rebuild_keys(changes) == [BOUNDS, CONFIG + "horizon_length"]
+    assert ContinuousPpoAdapter.rebuild_keys(changes) == [CONFIG + "horizon_length"]
+    agent = make_adapter(built["a2c_discrete"].algo, "a2c_discrete")
+    with pytest.raises(ConfigError, match="bounds_loss_coef cannot change in a running"):
+        agent.set_hyperparameters({BOUNDS: 0.001})
+
+
+@pytest.mark.parametrize("name", ["a2c_continuous", "a2c_discrete"])
+def test_donor_weights_load_keeping_counters_and_learning_rate(built: Dict[str, SimpleNamespace], name: str) -> None:
+    algo = built[name].algo
+    agent = make_adapter(algo, name)
+    donor = copy.deepcopy(agent.full_state())  # (the state holds the live tensors)
+    donor_print = agent.fingerprint()
+    with torch.no_grad():
+        for p in algo.model.parameters():
+            p.add_(0.5)
+    algo.frame, algo.epoch_num = 12345, 67
+    agent.set_hyperparameters({CONFIG + "learning_rate": 1e-4})
+    donor["optimizer"]["param_groups"][0]["lr"] = 9e-3  # the donor trained at another lr
+    assert agent.fingerprint() != donor_print
+    agent.load_weights(donor)
+    assert agent.fingerprint() == donor_print
+    assert (algo.frame, algo.epoch_num) == (12345, 67)
+    assert agent.read(CONFIG + "learning_rate") == pytest.approx(1e-4)
+    assert algo.game_rewards.current_size == 0
+    assert f"frame 12345, epoch 67, lr 0.0001, weights {donor_print[:16]}" == agent.describe()
+    # A restore (own checkpoint) takes its counters and the configured learning rate.
+    donor["frame"], donor["epoch"] = 500, 3
+    agent.restore(donor, {"learning_rate": 3e-4})
+    assert (algo.frame, algo.epoch_num) == (500, 3) and agent.read(CONFIG + "learning_rate") == pytest.approx(3e-4)
+    with torch.no_grad():
+        next(iter(algo.model.parameters()))[0].fill_(math.nan)
+    assert agent.nonfinite_weights()
+    agent.load_weights(donor)
+    assert not agent.nonfinite_weights()
+
+
+def test_unknown_algo_falls_back_to_exec_only(caplog: pytest.LogCaptureFixture) -> None:
+    assert adapter_class("a2c_continuous") is ContinuousPpoAdapter
+    with caplog.at_level("WARNING"):
+        assert adapter_class("my_trpo") is AgentAdapter
+    assert "no PBT adapter for rl_games algo 'my_trpo'" in caplog.text and "register_adapter" in caplog.text
+    assert AgentAdapter.inplace_keys() == [] and AgentAdapter.rebuild_keys({CONFIG + "gamma": 0.9}) == [CONFIG + "gamma"]
+    fake = SimpleNamespace(get_full_state_weights=dict, set_full_state_weights=lambda s, set_epoch: None)
+    assert type(make_adapter(fake, "my_trpo")) is AgentAdapter
+    with pytest.raises(ConfigError, match="lacks get_full_state_weights, set_full_state_weights"):
+        make_adapter(SimpleNamespace(), "my_sac")
+    with pytest.raises(ConfigError, match="must subclass AgentAdapter"):
+        register_adapter("my_trpo", dict)  # type: ignore[arg-type]
+
+
+def test_exploit_mode_follows_the_adapter_table() -> None:
+    from pbt.rl_games.exploit import Exploiter
+
+    member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="inplace"), params={CONFIG + "gamma": 0.99,
+                                                                                   BOUNDS: 1e-4})
+    decision = SimpleNamespace(params_after={CONFIG + "gamma": 0.98, BOUNDS: 1e-4})
+    discrete = Exploiter(member, DiscretePpoAdapter(None), objective=None)  # type: ignore[arg-type]
+    assert discrete.restart_mode(decision) == ("inplace", "")  # type: ignore[arg-type]
+    decision.params_after[BOUNDS] = 2e-4
+    assert discrete.restart_mode(decision) == (  # type: ignore[arg-type]
+        "exec", f"{BOUNDS} cannot change in a running agent")
+    continuous = Exploiter(member, ContinuousPpoAdapter(None), objective=None)  # type: ignore[arg-type]
+    assert continuous.restart_mode(decision) == ("inplace", "")  # type: ignore[arg-type]
+    member.pbt.restart_mode = "exec"
+    assert continuous.restart_mode(decision) == ("exec", "pbt.restart_mode=exec")  # type: ignore[arg-type]
+
+
+def test_rl_games_glue_imports_no_torch_before_the_task_backend() -> None:
+    """Isaac Gym must be imported before torch: the package, the runner and the tools' config path
+    must not import torch or rl_games."""
+    code = ("import sys\n"
+            "import pbt.rl_games, pbt.rl_games.runner, pbt.rl_games.exploit, pbt.tools.replay, pbt.tools.play, pbt.train\n"
+            "bad = sorted(m for m in ('torch', 'rl_games') if m in sys.modules)\n"
+            "assert not bad, bad\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
