@@ -1,0 +1,152 @@
+"""The structure the project promises contributors (docs/architecture.md): no import cycles, small
+modules and classes, one implementation of each shared mechanism, no reference to documents outside
+the repository. Static checks over the source: no torch, runs on Python 3.8."""
+import ast
+import re
+import subprocess
+from pathlib import Path
+from typing import Dict, Iterator, List, Set, Tuple
+
+from conftest import REPO
+
+PACKAGES = ("pbt", "launcher")
+MAX_MODULE_LINES = 600
+MAX_CLASS_LINES = 300
+
+
+def modules() -> Dict[str, Path]:
+    """Dotted module name -> file, for every module of the project's packages."""
+    found: Dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST) -> Iterator[ast.stmt]:
+    """Every import statement, at any depth (lazy imports in functions count), except those under
+    ``if TYPE_CHECKING:``."""
+    stack: List[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph() -> Dict[str, Set[str]]:
+    mods = modules()
+    graph: Dict[str, Set[str]] = {name: set() for name in mods}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            targets: List[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    targets.append(sub if sub in mods else base)
+            graph[name].update(t for t in targets if t in mods and t != name)
+    return graph
+
+
+def find_cycle(graph: Dict[str, Set[str]]) -> List[str]:
+    """One import cycle as a list of modules (first == last), or [] when there is none."""
+    state: Dict[str, int] = {}
+    path: List[str] = []
+
+    def visit(node: str) -> List[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return []
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert "pbt.member" in graph and graph["pbt.member"], "the graph must see the project's imports"
+    cycle = find_cycle(graph)
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def _sizes() -> Iterator[Tuple[str, str, int]]:
+    for name, path in modules().items():
+        text = path.read_text()
+        yield "module", name, len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                yield "class", f"{name}.{node.name}", node.end_lineno - node.lineno + 1  # type: ignore[operator]
+
+
+def test_no_module_or_class_is_too_large() -> None:
+    limits = {"module": MAX_MODULE_LINES, "class": MAX_CLASS_LINES}
+    too_large = [f"{kind} {name}: {lines} lines (limit {limits[kind]})" for kind, name, lines in _sizes()
+                 if lines > limits[kind]]
+    assert not too_large, "split these:\n" + "\n".join(too_large)
+
+
+def _sources() -> Dict[str, str]:
+    return {name: path.read_text() for name, path in modules().items()}
+
+
+def _defining(pattern: str) -> List[str]:
+    regex = re.compile(pattern, re.MULTILINE)
+    return sorted(name for name, text in _sources().items() if regex.search(text))
+
+
+def test_one_implementation_of_each_shared_mechanism() -> None:
+    assert _defining(r"^def format_value\(") == ["pbt.restart"], "one Hydra override formatter"
+    assert _defining(r"[\"'/]proc[/\"']") == ["pbt.procfs"], "one /proc parser"
+    assert _defining(r"O_EXCL") == ["pbt.storage.local"], "one exclusive-create (lock) implementation"
+    assert _defining(r"^def read_heartbeat\(") == ["pbt.storage.liveness"], "one heartbeat reader"
+    assert _defining(r"^class LineageEntry\b") == ["pbt.storage.lineage"], "one lineage entry type"
+
+
+def test_nothing_refers_to_documents_outside_the_repository() -> None:
+    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=str(REPO),
+                             capture_output=True, text=True, check=True).stdout.split()
+    offenders = []
+    for name in tracked:
+        path = REPO / name
+        if name == "tests/test_structure.py" or not path.is_file() or path.suffix in (".png", ".pth", ".json"):
+            continue
+        text = path.read_text(errors="replace")
+        if "DESIGN.md" in text or "../shared" in text:
+            offenders.append(name)
+    assert not offenders, f"these cite documents outside the repository: {offenders}"
