@@ -11,6 +11,9 @@
   the same command (it resumes from its workspace) up to ``max_restarts`` times. A member that
   re-executes itself (``os.execv``, same PID) is still the same process: that is not a crash.
 - Exit status: 0 if every member exited 0, 1 if one failed for good, 128+N when stopped by signal N.
+- While members run, the progress of each PBT population is shown (``launcher.progress``: a live
+  table on a terminal, log lines otherwise); at the end, each population's summary (``launcher.summary``:
+  ranks, exploits, the winner's checkpoint, the next commands).
 """
 import argparse
 import collections
@@ -24,8 +27,11 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
 
+from launcher.backends.base import str2bool
 from launcher.backends.proctools import kill_signal_name, related_processes, signal_group, signal_processes
+from launcher.progress import LIVE_INTERVAL, MODES, PLAIN_INTERVAL, ProgressReporter
 from launcher.run_description import Member
+from launcher.summary import log_summaries
 from pbt.errors import ConfigError
 from pbt.procfs import is_alive, process_start_time
 from pbt.storage.local import create_exclusive, remove_quietly
@@ -43,6 +49,13 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max_restarts", type=int, default=3, help="restarts of a crashed member (it resumes from its workspace)")
     group.add_argument("--restart_delay", type=float, default=1.0, help="seconds before a crashed member is restarted")
     group.add_argument("--kill_timeout", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL when stopping")
+    group.add_argument("--progress", default="auto", choices=list(MODES),
+                       help="progress of PBT populations while they run: a live table (live), log lines (plain), "
+                            "none (off); auto: live when stdout is a terminal, else plain")
+    group.add_argument("--progress_interval", type=float, default=None,
+                       help=f"seconds between two progress refreshes (default: {LIVE_INTERVAL:g} live, {PLAIN_INTERVAL:g} plain)")
+    group.add_argument("--summary", type=str2bool, nargs="?", const=True, default=True,
+                       help="print each PBT population's summary (ranks, exploits, winner, next commands) at the end")
 
 
 @dataclass
@@ -57,6 +70,9 @@ class ProcessesOptions:
     restart_delay: float = 1.0  # seconds before a crashed member restarts
     kill_timeout: float = 10.0  # seconds between SIGTERM and SIGKILL
     poll_interval: float = 0.1  # seconds between two looks at the members
+    progress: str = "auto"  # auto, live, plain or off
+    progress_interval: Optional[float] = None  # seconds between two refreshes (None: by mode)
+    summary: bool = True  # log each PBT population's summary at the end
 
     def __post_init__(self) -> None:
         if self.max_parallel < 0:
@@ -72,6 +88,10 @@ class ProcessesOptions:
         for name, value in (("--pause_between", self.pause_between), ("--restart_delay", self.restart_delay), ("--kill_timeout", self.kill_timeout)):
             if value < 0:
                 raise ConfigError(f"{name}={value} is negative; give seconds >= 0.")
+        if self.progress not in MODES:
+            raise ConfigError(f"--progress={self.progress!r} is not one of {list(MODES)}.")
+        if self.progress_interval is not None and not self.progress_interval > 0:
+            raise ConfigError(f"--progress_interval={self.progress_interval} must be a number of seconds > 0.")
 
 
 def options_from_args(args: argparse.Namespace) -> ProcessesOptions:
@@ -83,6 +103,9 @@ def options_from_args(args: argparse.Namespace) -> ProcessesOptions:
         max_restarts=args.max_restarts,
         restart_delay=args.restart_delay,
         kill_timeout=args.kill_timeout,
+        progress=args.progress,
+        progress_interval=args.progress_interval,
+        summary=args.summary,
     )
 
 
@@ -202,6 +225,7 @@ class ProcessesBackend:
 
     def run(self) -> int:
         previous = self._install_handlers()
+        progress = ProgressReporter(self.members, self.options.progress, self.options.progress_interval)
         try:
             log.info(
                 "starting %d member(s), at most %d at a time%s",
@@ -209,12 +233,14 @@ class ProcessesBackend:
                 f", {self.options.experiments_per_gpu} per GPU on {self.options.num_gpus} GPU(s)" if self.gpus.managed else "",
             )
             log.info("stop them all with Ctrl-C or: kill -TERM %d", os.getpid())
+            progress.start()
             while (self._pending or self._running) and self._stop_signal is None:
                 self._reap()
                 if self._stop_signal is None:
                     self._start_ready()
                 time.sleep(self.options.poll_interval)
         finally:
+            progress.stop()
             try:
                 if self._running:
                     if self._stop_signal is not None:
@@ -225,6 +251,8 @@ class ProcessesBackend:
                     signal.signal(sig, handler)
                 for worker in self._done + self._failed + list(self._pending):
                     self._close_log(worker)
+        if self.options.summary:
+            log_summaries(self.members)
         return self._summary()
 
     def _summary(self) -> int:
