@@ -42,6 +42,16 @@ MYSQL_SOCK="$ROOT/mysql-run/mysqld.sock"
 MYSQL_PORT="${PBT_SLURM_MYSQL_PORT:-3307}"
 
 log() { echo "[slurm_test_cluster] $*" >&2; }
+
+# The daemons must not inherit our open files beyond stdio: munged keeps them for its lifetime, so a
+# lock held by whoever ran this script (flock LOCK cmd) would stay held until munged stops.
+close_inherited_fds() {
+    local fd
+    for fd in /proc/$$/fd/*; do
+        fd="${fd##*/}"
+        [[ "$fd" =~ ^[0-9]+$ && "$fd" -gt 2 && "$fd" != 255 ]] && eval "exec $fd>&-" 2>/dev/null || true
+    done
+}
 die() { log "ERROR: $*"; exit 1; }
 
 # A process is alive when /proc/PID/stat exists and its state is not Z (PID 1 here reaps slowly).
@@ -329,9 +339,9 @@ cmd_status() {
 }
 
 case "${1:-}" in
-    start) cmd_start ;;
+    start) close_inherited_fds; cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
-    restart) cmd_stop; cmd_start ;;
+    restart) close_inherited_fds; cmd_stop; cmd_start ;;
     *) echo "usage: $0 start|stop|status|restart" >&2; exit 2 ;;
 esac

@@ -14,6 +14,9 @@ limit, the batch script gets SIGUSR1 and runs ``scontrol requeue $SLURM_JOB_ID``
 node-failed job is requeued by Slurm itself (``--requeue``). A requeued member reruns the same
 command and resumes from its newest checkpoint in the workspace. (Slurm holds a requeued job before it
 may start again: BeginTime = requeue time + AuthInfo cred_expire + 1 s, 121 s by default.)
+
+Before submitting, the request is checked against the partition (``sinfo``); after, the new jobs
+are watched briefly for pending reasons that never clear (``slurm_checks.py``).
 """
 import argparse
 import logging
@@ -25,9 +28,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from launcher.backends import slurm_checks
 from launcher.backends.base import str2bool
+from launcher.backends.slurm_checks import SlurmError
 from launcher.run_description import Member
-from pbt.errors import ConfigError, PbtError
+from pbt.errors import ConfigError
 from pbt.storage.local import atomic_write_bytes
 
 log = logging.getLogger("launcher")
@@ -35,23 +40,26 @@ log = logging.getLogger("launcher")
 DEFAULT_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "slurm_template.sh")
 SBATCH_TIMEOUT_S = 60
 SQUEUE_TIMEOUT_S = 15
+DEFAULT_CPUS_PER_GPU = 8
+DEFAULT_CPUS_PER_JOB = 1
 
-
-class SlurmError(PbtError):
-    """Submitting to Slurm failed."""
+__all__ = ["SlurmError", "SlurmOptions", "add_cli_args", "options_from_args", "run"]
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("slurm backend")
     group.add_argument("--slurm_partition", default=None, help="partition to submit to (default: the cluster's default)")
     group.add_argument("--slurm_gpus_per_job", type=int, default=1, help="GPUs per member (--gres=gpu:N); 0 for CPU jobs")
-    group.add_argument("--slurm_cpus_per_gpu", type=int, default=8, help="CPUs per GPU (per member when it has no GPU)")
+    group.add_argument("--slurm_cpus_per_gpu", type=int, default=None, help=f"CPUs per GPU of a GPU job (default {DEFAULT_CPUS_PER_GPU})")
+    group.add_argument("--slurm_cpus_per_job", type=int, default=None, help=f"CPUs of a CPU-only job, --slurm_gpus_per_job=0 (default {DEFAULT_CPUS_PER_JOB})")
     group.add_argument("--slurm_timeout", default="0", help="time limit per job (sbatch --time, e.g. 24:00:00); 0: the partition's")
     group.add_argument("--slurm_print_only", type=str2bool, nargs="?", const=True, default=False, help="write the batch files and print the sbatch commands without submitting")
     group.add_argument("--slurm_sbatch_template", default=None, help="bash script with the cluster setup, put at the top of the batch script (default: launcher/slurm_template.sh)")
     group.add_argument("--slurm_requeue", type=str2bool, nargs="?", const=True, default=True, help="requeue a job at its time limit (SIGUSR1 trap) or on preemption")
     group.add_argument("--slurm_requeue_signal_s", type=int, default=60, help="seconds before the time limit when the job gets SIGUSR1 and requeues itself")
     group.add_argument("--slurm_sbatch_args", default="", help="extra sbatch options, e.g. '--account=me --qos=high'")
+    group.add_argument("--slurm_check", type=str2bool, nargs="?", const=True, default=True, help="check the request against the partition (sinfo) before submitting, and watch the new jobs for pending reasons that never clear")
+    group.add_argument("--slurm_watch_s", type=float, default=15.0, help="at most this many seconds of watching the new jobs after submitting (0: do not watch)")
 
 
 @dataclass
@@ -60,7 +68,8 @@ class SlurmOptions:
 
     partition: Optional[str] = None  # None: the cluster's default partition
     gpus_per_job: int = 1  # --gres=gpu:N; 0 for CPU jobs
-    cpus_per_gpu: int = 8  # per member when it has no GPU
+    cpus_per_gpu: Optional[int] = None  # GPU jobs; None: DEFAULT_CPUS_PER_GPU
+    cpus_per_job: Optional[int] = None  # CPU-only jobs; None: DEFAULT_CPUS_PER_JOB
     timeout: str = "0"  # sbatch --time; "0": the partition's limit
     print_only: bool = False  # write the files, print sbatch, submit nothing
     sbatch_template: Optional[str] = None  # None: launcher/slurm_template.sh; made absolute
@@ -69,13 +78,24 @@ class SlurmOptions:
     sbatch_args: str = ""  # extra sbatch options, split like a shell
     max_parallel: int = 0  # the array's %K limit; 0: none
     workdir: Optional[str] = None  # the jobs' --chdir; None: this directory; made absolute
+    check: bool = True  # check against sinfo before submitting; watch the new jobs after
+    watch_s: float = 15.0  # at most this long watching the new jobs; 0: not at all
     extra_args: List[str] = field(init=False, default_factory=list)  # sbatch_args, split
 
     def __post_init__(self) -> None:
         if self.gpus_per_job < 0:
             raise ConfigError(f"--slurm_gpus_per_job={self.gpus_per_job} is negative; use 0 for CPU-only jobs.")
-        if self.cpus_per_gpu < 1:
-            raise ConfigError(f"--slurm_cpus_per_gpu={self.cpus_per_gpu} must be >= 1 (with 0 GPUs it is the CPUs per job).")
+        for name, value in (("cpus_per_gpu", self.cpus_per_gpu), ("cpus_per_job", self.cpus_per_job)):
+            if value is not None and value < 1:
+                raise ConfigError(f"--slurm_{name}={value} must be >= 1.")
+        if self.gpus_per_job > 0 and self.cpus_per_job is not None:
+            raise ConfigError(f"--slurm_cpus_per_job={self.cpus_per_job} is for CPU-only jobs (--slurm_gpus_per_job=0); "
+                              f"with --slurm_gpus_per_job={self.gpus_per_job} set --slurm_cpus_per_gpu instead.")
+        if self.gpus_per_job == 0 and self.cpus_per_gpu is not None and self.cpus_per_job is None:
+            log.warning("--slurm_cpus_per_gpu=%d with --slurm_gpus_per_job=0 is read as --slurm_cpus_per_job=%d; "
+                        "use --slurm_cpus_per_job for CPU-only jobs", self.cpus_per_gpu, self.cpus_per_gpu)
+        if self.watch_s < 0:
+            raise ConfigError(f"--slurm_watch_s={self.watch_s} is negative; use 0 to not watch the new jobs.")
         if self.requeue_signal_s < 1:
             raise ConfigError(f"--slurm_requeue_signal_s={self.requeue_signal_s} must be >= 1 second.")
         if self.max_parallel < 0:
@@ -88,12 +108,48 @@ class SlurmOptions:
         except ValueError as exc:
             raise ConfigError(f"--slurm_sbatch_args={self.sbatch_args!r} cannot be split ({exc}); check its quotes.") from None
         self.timeout = str(self.timeout).strip()
+        try:
+            slurm_checks.parse_time_limit(self.timeout)
+        except ValueError:
+            raise ConfigError(f"--slurm_timeout={self.timeout!r} is not a Slurm time; use minutes, HH:MM:SS or "
+                              "D-HH:MM:SS (e.g. 24:00:00), or 0 for the partition's limit.") from None
         self.sbatch_template = os.path.abspath(template)
         self.workdir = os.path.abspath(self.workdir or os.getcwd())
 
     @property
-    def cpus_per_job(self) -> int:
-        return self.cpus_per_gpu * max(1, self.gpus_per_job)
+    def cpus_per_task(self) -> int:
+        """sbatch --cpus-per-task: CPUs per GPU x GPUs, or the CPUs of a CPU-only job."""
+        if self.gpus_per_job > 0:
+            return (self.cpus_per_gpu or DEFAULT_CPUS_PER_GPU) * self.gpus_per_job
+        return self.cpus_per_job or self.cpus_per_gpu or DEFAULT_CPUS_PER_JOB
+
+    def request(self, template_text: str = "", environ: Optional[Dict[str, str]] = None) -> slurm_checks.Request:
+        """What each job asks Slurm for, with what --slurm_sbatch_args, $SBATCH_* or the template override."""
+        overrides = slurm_checks.effective_overrides(self.extra_args, template_text, os.environ if environ is None else environ)
+        timeout = None if self.timeout in ("0", "") else self.timeout
+        request = slurm_checks.Request(
+            partition=self.partition, cpus=self.cpus_per_task, gpus=self.gpus_per_job,
+            cpus_option="--slurm_cpus_per_gpu" if self.gpus_per_job > 0 else "--slurm_cpus_per_job",
+        )
+        # The launcher's own options are on sbatch's command line: they beat $SBATCH_* and #SBATCH lines,
+        # and --slurm_sbatch_args (after them) beats everything.
+        def wins(key: str, own_value_set: bool) -> bool:
+            return key in overrides and (overrides[key][1] == "--slurm_sbatch_args" or not own_value_set)
+
+        if wins("partition", bool(self.partition)):
+            request.partition, where = overrides["partition"]
+            request.partition_option = f"--partition in {where}"
+        if wins("cpus", True) and overrides["cpus"][0].isdigit():
+            request.cpus, request.cpus_option = int(overrides["cpus"][0]), "--cpus-per-task in --slurm_sbatch_args"
+        if wins("time", timeout is not None):
+            timeout, where = overrides["time"]
+            request.time_option = f"--time in {where}"
+        if timeout is not None:
+            try:
+                request.time_s = slurm_checks.parse_time_limit(timeout)
+            except ValueError:
+                raise ConfigError(f"{request.time_option}={timeout!r} is not a Slurm time; use minutes, HH:MM:SS or D-HH:MM:SS.") from None
+        return request
 
 
 def options_from_args(args: argparse.Namespace) -> SlurmOptions:
@@ -101,6 +157,7 @@ def options_from_args(args: argparse.Namespace) -> SlurmOptions:
         partition=args.slurm_partition,
         gpus_per_job=args.slurm_gpus_per_job,
         cpus_per_gpu=args.slurm_cpus_per_gpu,
+        cpus_per_job=args.slurm_cpus_per_job,
         timeout=args.slurm_timeout,
         print_only=args.slurm_print_only,
         sbatch_template=args.slurm_sbatch_template,
@@ -108,6 +165,8 @@ def options_from_args(args: argparse.Namespace) -> SlurmOptions:
         requeue_signal_s=args.slurm_requeue_signal_s,
         sbatch_args=args.slurm_sbatch_args,
         max_parallel=args.max_parallel,
+        check=args.slurm_check,
+        watch_s=args.slurm_watch_s,
     )
 
 
@@ -183,7 +242,7 @@ def sbatch_argv(run_name: str, experiment: str, num_members: int, slurm_dir: str
         f"--output={os.path.join(slurm_dir, '%A_%a.out')}",
         f"--chdir={options.workdir}",
         "--ntasks=1",
-        f"--cpus-per-task={options.cpus_per_job}",
+        f"--cpus-per-task={options.cpus_per_task}",
     ]
     if options.gpus_per_job > 0:
         argv.append(f"--gres=gpu:{options.gpus_per_job}")
@@ -280,6 +339,28 @@ def _previous_job_ids(slurm_dir: str) -> List[str]:
         return [line.strip() for line in f if line.strip()]
 
 
+def check_against_partition(options: SlurmOptions) -> None:
+    """Fail before submitting when no node of the partition can run a member's job (``sinfo``)."""
+    with open(options.sbatch_template) as f:
+        request = options.request(f.read())
+    if shutil.which("sinfo") is None:
+        log.warning("sinfo is not on PATH: the request (%d CPUs, %d GPUs per member) was not checked against the "
+                    "partition; run the launcher on a Slurm login node to check it", request.cpus, request.gpus)
+        return
+    try:
+        partitions = slurm_checks.query_partitions()
+    except SlurmError as exc:
+        if not options.print_only:
+            raise
+        log.warning("the request was not checked against the partition: %s", exc)
+        return
+    partition, warnings = slurm_checks.check_request(request, partitions)
+    for warning in warnings:
+        log.warning("%s", warning)
+    log.info("checked with sinfo: partition %s has nodes for %d CPU(s) and %d GPU(s) per member", partition,
+             request.cpus, request.gpus)
+
+
 def run(run_name: str, members: List[Member], options: SlurmOptions) -> int:
     """Submit one job array per experiment (or only print the sbatch commands); return the exit status."""
     by_experiment: Dict[str, List[Member]] = OrderedDict()
@@ -295,6 +376,8 @@ def run(run_name: str, members: List[Member], options: SlurmOptions) -> int:
                 f"experiment {experiment} of run {run_name} still has jobs in the queue ({', '.join(still_queued)}); two "
                 f"copies of a member would share its workspace. Stop them first (scancel {' '.join(previous)}) or wait."
             )
+    if options.check:
+        check_against_partition(options)
     job_ids: List[str] = []
     for experiment, exp_members in by_experiment.items():
         argv = prepare_experiment(run_name, exp_members, options)
@@ -312,6 +395,8 @@ def run(run_name: str, members: List[Member], options: SlurmOptions) -> int:
         log.info("experiment %s: submitted job array %s (%d members): %s", experiment, job_id, len(exp_members), command)
         log.info("  member logs: %s", os.path.dirname(exp_members[0].log_path))
         log.info("  resubmit one member (it resumes): bash %s <index>   or: scontrol requeue %s_<index>", os.path.join(slurm_dir, "submit.sh"), job_id)
+    if job_ids and options.check:
+        slurm_checks.watch_new_jobs(job_ids, options.watch_s)
     if job_ids:
         ids = " ".join(job_ids)
         log.info("status: squeue -j %s", ",".join(job_ids))

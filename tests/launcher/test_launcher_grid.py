@@ -321,8 +321,8 @@ def test_each_backend_declares_its_own_options() -> None:
     parser = launcher_argparser()
     groups = {g.title: {a.dest for a in g._group_actions} for g in parser._action_groups}
     assert groups["processes backend"] == {"pause_between", "num_gpus", "experiments_per_gpu", "max_restarts",
-                                           "restart_delay", "kill_timeout"}
-    assert all(dest.startswith("slurm_") for dest in groups["slurm backend"]) and len(groups["slurm backend"]) == 9
+                                           "restart_delay", "kill_timeout", "progress", "progress_interval", "summary"}
+    assert all(dest.startswith("slurm_") for dest in groups["slurm backend"]) and len(groups["slurm backend"]) == 12
     for name, backend in BACKENDS.items():
         own = argparse.ArgumentParser()
         backend.add_cli_args(own)

@@ -33,6 +33,7 @@ previous = open(starts_path).read().splitlines() if os.path.exists(starts_path) 
 record = {"pid": os.getpid(), "previous_starts": len(previous), "argv": sys.argv[1:],
           "task": os.environ.get("SLURM_ARRAY_TASK_ID"), "job": os.environ.get("SLURM_JOB_ID"),
           "restart_count": os.environ.get("SLURM_RESTART_COUNT", "0"),
+          "cpus": os.environ.get("SLURM_CPUS_PER_TASK"),
           "cvd": os.environ.get("CUDA_VISIBLE_DEVICES", "unset")}
 with open(starts_path, "a") as f:
     f.write(json.dumps(record) + "\n")
@@ -96,7 +97,7 @@ class SlurmRun:
     def launch(self, *options: str) -> "subprocess.CompletedProcess[str]":
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(self.tmp), str(REPO)]))
         argv = [sys.executable, "-m", "launcher.run", f"--run={self.module}", "--backend=slurm",
-                f"--train_dir={self.train_dir}", "--slurm_gpus_per_job=0", "--slurm_cpus_per_gpu=1", *options]
+                f"--train_dir={self.train_dir}", "--slurm_gpus_per_job=0", *options]
         result = subprocess.run(argv, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 universal_newlines=True, timeout=120)
         self.job_ids += re.findall(r"submitted job array (\d+)", result.stdout)
@@ -237,7 +238,7 @@ def test_gpus_per_job_sets_cuda_visible_devices(make_run: Callable[..., SlurmRun
     gres = _slurm("sinfo", "-h", "-N", "-o", "%G").stdout
     assert "gpu" in gres, f"the test cluster has no fake GPUs (PBT_SLURM_GPUS=0?): {gres!r}"
     run = make_run("mode=ok sleep=1", 2)
-    result = run.launch("--slurm_gpus_per_job=1")
+    result = run.launch("--slurm_gpus_per_job=1", "--slurm_cpus_per_gpu=1")
     assert result.returncode == 0, result.stdout
     job = run.job_ids[0]
     wait_until(lambda: all(job_state(f"{job}_{i}") == "COMPLETED" for i in range(2)), 30, "the array to complete")
@@ -255,6 +256,68 @@ def test_print_only_submits_nothing(make_run: Callable[..., SlurmRun]) -> None:
     assert len((slurm_dir / "commands.txt").read_text().splitlines()) == 2
     assert not (slurm_dir / "job_ids.txt").exists()
     assert shutil.which("sbatch")
+
+
+def node_cpus() -> int:
+    result = _slurm("sinfo", "-h", "-N", "-o", "%c")
+    assert result.returncode == 0, result.stdout
+    return int(result.stdout.split()[0])
+
+
+def jobs_named(name: str) -> List[str]:
+    return _slurm("squeue", "-h", "-o", "%i", "-n", name).stdout.split()
+
+
+def test_cpu_request_no_node_has_is_refused_before_submitting(make_run: Callable[..., SlurmRun]) -> None:
+    """The issue: CPU-only jobs asking for more CPUs than the node has pended for ever (PartitionConfig)."""
+    cpus = node_cpus()
+    run = make_run("mode=ok", 2)
+    expected = (f"--slurm_cpus_per_job={cpus + 1} but the largest node of partition debug has {cpus} CPUs; "
+                f"use --slurm_cpus_per_job<={cpus}")
+    for extra in ([], ["--slurm_print_only"]):  # print-only checks too
+        result = run.launch(f"--slurm_cpus_per_job={cpus + 1}", *extra)
+        assert result.returncode == 2 and expected in result.stdout, result.stdout
+    assert run.job_ids == [] and jobs_named(f"{run.run_name}.pop") == []
+    assert not (run.exp_dir / "slurm" / "job_ids.txt").exists()
+
+
+def test_misspelt_partition_did_you_mean(make_run: Callable[..., SlurmRun]) -> None:
+    run = make_run("mode=ok", 1)
+    result = run.launch("--slurm_partition=debgu")
+    assert result.returncode == 2, result.stdout
+    assert "no partition 'debgu'" in result.stdout and "Did you mean 'debug'?" in result.stdout, result.stdout
+    assert run.job_ids == []
+
+
+def test_cpu_only_jobs_run_with_cpus_per_job(make_run: Callable[..., SlurmRun]) -> None:
+    run = make_run("mode=ok", 2)
+    result = run.launch("--slurm_cpus_per_job=2")
+    assert result.returncode == 0, result.stdout
+    assert "checked with sinfo: partition debug has nodes for 2 CPU(s) and 0 GPU(s)" in result.stdout
+    (job,) = run.job_ids
+    wait_until(lambda: all(job_state(f"{job}_{i}") == "COMPLETED" for i in range(2)), 30, "the array to complete")
+    assert [run.starts(i)[0]["cpus"] for i in range(2)] == ["2", "2"]
+    assert [run.starts(i)[0]["cvd"] for i in range(2)] == ["unset", "unset"]
+
+
+def test_job_pending_for_ever_is_cancelled_and_reported(make_run: Callable[..., SlurmRun]) -> None:
+    """Passes the check against sinfo (which reads no --ntasks), but asks for more CPUs than the node has:
+    sbatch accepts it and Slurm holds it with PartitionConfig for ever."""
+    run = make_run("mode=ok", 2)
+    result = run.launch(f"--slurm_sbatch_args=--ntasks={node_cpus() + 1}")
+    assert result.returncode == 2, result.stdout
+    (job,) = run.job_ids
+    assert "cannot start: Slurm holds it pending with reason 'PartitionConfig'" in result.stdout, result.stdout
+    assert "--ntasks" in result.stdout and f"Cancelled the submitted jobs (scancel {job})" in result.stdout
+    wait_until(lambda: job_state(f"{job}_0") == "CANCELLED" and job_state(f"{job}_1") == "CANCELLED", 30,
+               "the pending jobs to be cancelled")
+    assert jobs_named(f"{run.run_name}.pop") == []  # squeue lists no cancelled job
+    assert run.starts(0) == [] and run.starts(1) == []
+    # fixed, the same run launches and runs
+    result = run.launch()
+    assert result.returncode == 0, result.stdout
+    new_job = run.job_ids[-1]
+    wait_until(lambda: all(job_state(f"{new_job}_{i}") == "COMPLETED" for i in range(2)), 30, "the array to complete")
 
 
 def test_hydra_submitit_multirun_population(slurm_cluster: None, tmp_path: Path) -> None:
@@ -287,7 +350,7 @@ def test_smoke_population_trains_on_slurm_and_a_cancelled_member_resumes(slurm_c
 
     train_dir = tmp_path / "train"
     result = subprocess.run([sys.executable, "-m", "launcher.run", "--run=experiments.smoke_pbt", "--backend=slurm",
-                             f"--train_dir={train_dir}", "--slurm_gpus_per_job=0", "--slurm_cpus_per_gpu=1"],
+                             f"--train_dir={train_dir}", "--slurm_gpus_per_job=0", "--slurm_cpus_per_job=1"],
                             cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                             timeout=120)
     assert result.returncode == 0, result.stdout
