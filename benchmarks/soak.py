@@ -19,6 +19,14 @@ Reported (JSON and log):
 
     python benchmarks/soak.py --workers 4 --minutes 2            # quick check
     python benchmarks/soak.py --workers 8 --minutes 10 --out benchmarks/results/soak_8x10.json
+    python benchmarks/soak.py --workers 4 --minutes 3 --hostile  # and a hostile peer beside them
+
+``--hostile``: the population gets one more member index, played by ``benchmarks/hostile_peer.py``,
+a process that keeps planting every attack of issue 11 (code-running and numpy object-dtype
+checkpoints under a leader record, FIFOs, symlinks to a sentinel directory outside the workspace,
+3 GiB sparse files, NUL names, block-nested YAML, symlinked best directories and lineages of the
+honest members). Also reported: honest members crashed, refusals logged by the honest members,
+files outside the workspace changed and whether any planted code ran (all 0 but refusals).
 
 Exit status 0 when nothing was lost or torn and no worker died on its own, 1 otherwise.
 """
@@ -51,6 +59,8 @@ log = logging.getLogger("soak")
 
 CHECKPOINT_TMP = re.compile(r"\.\d{6}\.(pth|yaml)\..*\.tmp$")
 RESUMED = re.compile(r"resumes from its iteration (\d+) \(frame (\d+)\)")
+FRESH = ("initial mutation of a fresh member", "has no record yet but a lineage")
+"""A restart that had no record to resume from (killed before its first one)."""
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -72,6 +82,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--workdir", default=None, help="directory for the workspace and logs (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     p.add_argument("--out", default=None, help="write the report as JSON here")
+    p.add_argument("--hostile", action="store_true", help="run benchmarks/hostile_peer.py beside the population")
+    p.add_argument("--plant_every", type=float, default=0.1, help="seconds between two plantings (--hostile)")
     return p.parse_args(argv)
 
 
@@ -80,6 +92,7 @@ class Scanner(threading.Thread):
 
     def __init__(self, root: Path, n: int) -> None:
         super().__init__(daemon=True, name="scanner")
+        self.n = n  # honest members 0..n-1 (a hostile peer's records are not the scanner's business)
         self.workspace = Workspace(root, 0, n)
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -127,7 +140,7 @@ class Member:
         self.proc: Optional[subprocess.Popen] = None
         self.log_path: Optional[Path] = None
         self.cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", f"pbt.policy_idx={idx}",
-                    f"pbt.num_policies={args.workers}", f"pbt.workspace={ws}",
+                    f"pbt.num_policies={args.workers + int(args.hostile)}", f"pbt.workspace={ws}",
                     f"pbt.interval_steps={args.interval_steps}", "pbt.start_after=0", "pbt.initial_delay=0",
                     f"pbt.ready_after={5 * args.interval_steps}", "pbt.significance=null",
                     f"pbt.restart_mode={args.restart_mode}", "pbt.heartbeat_interval=1", "pbt.heartbeat_timeout=30",
@@ -150,10 +163,15 @@ class Member:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
 
 
-def workspace_usage(root: Path) -> Tuple[int, int, int]:
-    """(bytes, files, largest checkpoint bytes) under the workspace."""
+def workspace_usage(root: Path, n: Optional[int] = None) -> Tuple[int, int, int]:
+    """(bytes, files, largest checkpoint bytes) under the workspace (``n``: only members 0..n-1's
+    directories and best copies, leaving out what a hostile peer planted)."""
     total = files = largest = 0
+    honest = None if n is None else {f"{i:03d}" for i in range(n)} | {f"best{i}" for i in range(n)}
     for dirpath, _, names in os.walk(str(root)):
+        top = os.path.relpath(dirpath, str(root)).split(os.sep)[0]
+        if honest is not None and top not in honest:
+            continue
         for name in names:
             try:
                 size = os.stat(os.path.join(dirpath, name)).st_size
@@ -187,6 +205,40 @@ def kill_mid_write(member: Member, member_dir: Path, timeout: float = 5.0) -> bo
     return False
 
 
+def start_hostile(args: argparse.Namespace, ws: Path, workdir: Path, n: int) -> Dict[str, Any]:
+    """Start benchmarks/hostile_peer.py as member n, with a sentinel directory outside the workspace."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import hostile_peer
+
+    outside, marker, count = workdir / "outside", workdir / "pwned", workdir / "planted"
+    hostile_peer.make_outside(outside)
+    files = {str(p): p.read_bytes() for p in outside.rglob("*") if p.is_file()}
+    cmd = [sys.executable, str(REPO / "benchmarks" / "hostile_peer.py"), str(ws), "--attacker", str(n), "--victims",
+           *[str(i) for i in range(n)], "--outside", str(outside), "--marker", str(marker), "--every",
+           str(args.plant_every), "--seed", str(args.seed), "--count_file", str(count)]
+    with open(str(workdir / "logs" / "hostile_peer.log"), "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    return {"proc": proc, "outside": outside, "files": files, "marker": marker, "count": count,
+            "digest": hostile_peer.tree_digest(outside)}
+
+
+def hostile_report(hostile: Dict[str, Any], logs: Path) -> Dict[str, Any]:
+    """What the hostile peer achieved: refusals (fine), files outside changed and code run (never)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import hostile_peer
+
+    outside: Path = hostile["outside"]
+    now = {str(p): p.read_bytes() for p in outside.rglob("*") if p.is_file()}
+    touched = sorted(set(now) ^ set(hostile["files"]) | {k for k in now if hostile["files"].get(k) != now[k]})
+    refusals = 0
+    for path in logs.glob("member*.log"):
+        refusals += len(re.findall(r"refused \(", path.read_text(errors="replace")))
+    count = hostile["count"].read_text().strip() if hostile["count"].exists() else "0"
+    return {"plantings": int(count or 0), "refusals_logged": refusals, "outside_files_touched": len(touched),
+            "outside_unchanged": hostile_peer.tree_digest(outside) == hostile["digest"],
+            "code_ran": hostile["marker"].exists(), "touched_examples": touched[:5]}
+
+
 def newest_intact(root: Path, idx: int, n: int) -> Optional[Tuple[int, int]]:
     record = Workspace(root, idx, n).latest_record(idx, verify=True)
     return None if record is None else (record.iteration, record.frame)
@@ -204,6 +256,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         member.start()
     scanner = Scanner(ws, n)
     scanner.start()
+    hostile = start_hostile(args, ws, workdir, n) if args.hostile else None
     kills: List[Dict[str, Any]] = []
     pending: List[Dict[str, Any]] = []  # kills whose restart has not shown where it resumed yet
     unexpected: List[Dict[str, Any]] = []
@@ -218,7 +271,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= next_sample:
-                total, files, big = workspace_usage(ws)
+                total, files, big = workspace_usage(ws, n)
                 largest = max(largest, big)
                 samples.append({"t": round(now - t0, 1), "bytes": total, "files": files})
                 next_sample = now + args.sample_every
@@ -235,7 +288,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                 if match:
                     kill["resumed"] = [int(match.group(1)), int(match.group(2))]
                     pending.remove(kill)
-                elif "initial mutation of a fresh member" in member.log_text() or not member.alive():
+                elif any(t in member.log_text() for t in FRESH) or not member.alive():
                     kill["resumed"] = None
                     pending.remove(kill)
             if now >= next_kill:
@@ -278,6 +331,9 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                     pending.remove(kill)
             time.sleep(0.2)
     finally:
+        if hostile is not None:
+            hostile["proc"].kill()
+            hostile["proc"].wait(30)
         for member in members:
             if member.alive():
                 os.kill(member.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
@@ -291,9 +347,12 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         scanner.stop.set()
         scanner.join(30)
 
-    total, files, big = workspace_usage(ws)
+    total, files, big = workspace_usage(ws, n)
     largest = max(largest, big)
     samples.append({"t": round(time.monotonic() - t0, 1), "bytes": total, "files": files})
+    final_exits = [{"member": m.idx, "code": m.proc.returncode, "log_tail": m.log_text()[-2000:]}
+                   for m in members if m.proc is not None
+                   and m.proc.returncode not in (0, 128 + signal.SIGTERM, -signal.SIGTERM)]
     survived = lost = 0
     for kill in kills:
         resumed = kill.get("resumed")
@@ -330,8 +389,10 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         "workspace_bytes_final": samples[-1]["bytes"], "workspace_files_max": max(s["files"] for s in samples),
         "largest_checkpoint_bytes": largest, "workspace_bytes_bound": bound,
         "within_bound": max(s["bytes"] for s in samples) <= bound, "samples": samples, "kill_log": kills,
-        "workdir": str(workdir),
+        "workdir": str(workdir), "final_exits_not_clean": final_exits,
     }
+    if hostile is not None:
+        report["hostile"] = hostile_report(hostile, logs)
     if not args.keep and not args.workdir:
         shutil.rmtree(str(workdir), ignore_errors=True)
     return report
@@ -346,6 +407,11 @@ def main(argv: Optional[List[str]] = None) -> int:
              "exits: %d", report["kills"], report["kills_by_kind"], report["kills_survived"], report["records_lost"],
              report["torn_reads"], report["verified_reads"], report["raced_reads_detected"],
              report["damaged_records_at_end"], len(report["unexpected_exits"]))
+    if "hostile" in report:
+        h = report["hostile"]
+        log.info("hostile peer: %d plantings; honest members crashed: %d; refusals logged: %d; files outside the "
+                 "workspace touched: %d; planted code ran: %s", h["plantings"], len(report["unexpected_exits"]),
+                 h["refusals_logged"], h["outside_files_touched"], h["code_ran"])
     log.info("workspace: max %.1f MB, final %.1f MB, max %d files; bound %.1f MB (largest checkpoint %d kB): %s",
              report["workspace_bytes_max"] / 1e6, report["workspace_bytes_final"] / 1e6, report["workspace_files_max"],
              report["workspace_bytes_bound"] / 1e6, report["largest_checkpoint_bytes"] // 1024,
@@ -356,6 +422,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         log.info("report written to %s", args.out)
     bad = (report["records_lost"] or report["torn_reads"] or report["damaged_records_at_end"]
            or report["unexpected_exits"] or not report["within_bound"])
+    if "hostile" in report:
+        bad = bad or report["hostile"]["outside_files_touched"] or report["hostile"]["code_ran"] or (
+            not report["hostile"]["outside_unchanged"])
     return 1 if bad else 0
 
 

@@ -9,7 +9,7 @@
 
 Importing this package never imports torch (checkpoints import it when they are (de)serialized).
 """
-from pbt.storage.backend import NotFound, Store
+from pbt.storage.backend import NotFound, Refused, Store
 from pbt.storage.lineage import LineageEntry
 from pbt.storage.local import LocalStore
 from pbt.storage.reader import WorkspaceReader
@@ -17,5 +17,5 @@ from pbt.storage.record import Record
 from pbt.storage.retention import RetentionPolicy
 from pbt.storage.workspace import Workspace
 
-__all__ = ["LineageEntry", "LocalStore", "NotFound", "Record", "RetentionPolicy", "Store", "Workspace",
+__all__ = ["LineageEntry", "LocalStore", "NotFound", "Record", "Refused", "RetentionPolicy", "Store", "Workspace",
            "WorkspaceReader"]

@@ -8,7 +8,7 @@ that calls ``os`` on workspace files). A new backend (object storage, say) imple
 from dataclasses import dataclass
 from typing import List, Optional
 
-from pbt.errors import WorkspaceError
+from pbt.errors import CorruptRecordError, WorkspaceError
 
 try:  # Python >= 3.8
     from typing import Protocol
@@ -20,16 +20,29 @@ class NotFound(WorkspaceError):
     """The object does not exist (its writer may have just deleted it: peers clean up any time)."""
 
 
+class Refused(CorruptRecordError):
+    """The object is not something the workspace ever holds, so it was not opened or read: a symlink,
+    FIFO, socket, device or directory where a file belongs, a file over its size cap, a name with
+    control characters, a member or best directory that is a symlink. Any peer can write the
+    workspace; this is how a store says "foreign". The store logs each refusal once per object."""
+
+
 @dataclass(frozen=True)
 class ObjectInfo:
     size: int
     mtime: float
     """Unix time of the last write."""
+    version: str = ""
+    """Opaque identity of this version of the object ("" if the store has none): it changes when
+    the object is replaced, so a caller can tell "still the one I judged" (lock takeover)."""
+    regular: bool = True
+    """False for something that is not a plain object (a symlink, FIFO, device or directory)."""
 
 
 class Store(Protocol):
     """Where a workspace's bytes live. Every method raises :class:`WorkspaceError` on an I/O failure
-    (chained to the OS error), :class:`NotFound` where it says so."""
+    (chained to the OS error), :class:`NotFound` where it says so, and :class:`Refused` for a key
+    whose name or object is foreign (never followed, opened or acted through)."""
 
     root: str
     """Human-readable location, for messages."""
@@ -38,26 +51,29 @@ class Store(Protocol):
         """Write ``data`` so readers see the old object or the whole new one, never a torn one."""
 
     def get(self, key: str, max_bytes: Optional[int] = None) -> bytes:
-        """The object's bytes (at most ``max_bytes`` + 1, so a caller can tell it is too large).
-        Raises NotFound."""
+        """The object's bytes. Raises NotFound; Refused when it is not a regular object or is larger
+        than ``max_bytes`` (checked before reading; never blocks)."""
 
     def list(self, prefix: str) -> List[str]:
         """Names directly under ``prefix`` ('' for the root); [] when there is nothing there."""
 
     def stat(self, key: str) -> Optional[ObjectInfo]:
-        """Size and mtime, or None when the object does not exist."""
+        """Size, mtime, version and kind (of the object itself, not what a symlink points to), or None
+        when it does not exist."""
 
     def delete(self, key: str) -> None:
-        """Remove the object; a missing one is fine."""
+        """Remove the object (a symlink itself, never its target); a missing one is fine."""
 
     def append(self, key: str, data: bytes) -> None:
-        """Append ``data`` to the object (created when missing), in one write."""
+        """Append ``data`` to the object (created when missing), in one write; Refused when it is not
+        a regular object (a symlink is never followed)."""
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
         """Create the object with ``data`` unless it exists; False when it does."""
 
     def ensure_dir(self, prefix: str) -> None:
-        """Make ``prefix`` usable as a directory (a no-op where directories do not exist)."""
+        """Make ``prefix`` usable as a directory (a no-op where directories do not exist); something
+        else at its name (a symlink, a file) is moved aside, never followed."""
 
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` (an object or a directory prefix) to ``dst``, which must not exist."""

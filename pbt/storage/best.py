@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from pbt.errors import CorruptRecordError, WorkspaceError
+from pbt.storage.backend import Refused
 from pbt.storage.format import CHECKPOINT_SUFFIX, RECORD_SUFFIX, best_stem
 from pbt.storage.record import MAX_RECORD_BYTES, Record, parse_record, record_to_yaml
 
@@ -23,7 +24,11 @@ def read_best(reader: "WorkspaceReader", directory: str) -> Optional[Record]:
     """The best intact record in ``directory`` (a best copy), or None."""
     store = reader.store
     best: Optional[Record] = None
-    for name in sorted(store.list(directory)):
+    try:
+        names = sorted(store.list(directory))
+    except Refused:  # a symlink planted in its place: never listed (logged once by the store)
+        return None
+    for name in names:
         if name.startswith(".") or not name.endswith(RECORD_SUFFIX):
             continue
         key = f"{directory}/{name}"
@@ -31,6 +36,8 @@ def read_best(reader: "WorkspaceReader", directory: str) -> Optional[Record]:
         try:
             record = parse_record(store.get(key, MAX_RECORD_BYTES), source)
             reader.check_checkpoint_present(record, directory, source)
+        except Refused:
+            continue
         except CorruptRecordError as exc:
             logger.warning("ignoring best copy %s: %s", source, exc)
             continue
@@ -58,8 +65,11 @@ def is_better(candidate: Record, current: Optional[Record]) -> bool:
 
 def write_best(reader: "WorkspaceReader", directory: str, record: Record, checkpoint: bytes) -> None:
     """Replace the copy in ``directory`` with ``record`` and its (verified) checkpoint bytes:
-    the new pair is written first, then every other file is removed, records first."""
+    the new pair is written first, then every other file is removed, records first. A symlink a
+    peer put in the directory's place is moved aside first; every write and delete is made inside
+    the verified directory (never through a link), so nothing outside the workspace is touched."""
     store = reader.store
+    store.ensure_dir(directory)
     stem = best_stem(float(record.objective), record.iteration, record.policy_idx)  # type: ignore[arg-type]
     copy = replace(record, checkpoint=stem + CHECKPOINT_SUFFIX)
     store.put_atomic(f"{directory}/{copy.checkpoint}", checkpoint)

@@ -72,24 +72,108 @@ def serialize_state(state: Mapping[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def _numpy_safe_globals() -> List[Any]:
-    """numpy's reconstructors for scalars and dtypes: rl_games' own checkpoints carry numpy
-    scalars (``last_mean_rewards``). They rebuild numbers from bytes and run no user code."""
+_PLAIN_DTYPES = frozenset(["b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"])
+"""numpy dtypes a checkpoint may hold scalars of: plain numbers (rl_games saves ``last_mean_rewards``
+as one). Never structured, object, string or datetime dtypes."""
+MAX_STATE_NODES = 1_000_000
+MAX_STATE_DEPTH = 64
+
+
+class _DtypeSpec:
+    """Stands in for ``numpy.dtype`` while unpickling: it records the arguments and the state, and
+    numpy never sees them unless they describe a plain numeric dtype (a pickled structured dtype
+    with an object field, then a scalar from 8 attacker bytes, is a pointer numpy would follow)."""
+
+    def __init__(self, spec: Any = None, align: Any = False, copy: Any = True) -> None:
+        self.spec = spec
+        self.state: Any = None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+def _numpy_scalar(dtype: Any, data: Any = None) -> Any:
+    """``numpy.core.multiarray.scalar`` for plain numeric dtypes only (a numpy scalar)."""
+    import pickle
+
     import numpy as np
 
-    core = getattr(np, "_core", None) or getattr(np, "core")
-    allowed: List[Any] = [np.dtype, core.multiarray.scalar]
-    dtypes = getattr(np, "dtypes", None)
-    if dtypes is not None:
-        allowed.extend(getattr(dtypes, n) for n in dir(dtypes) if n.endswith("DType"))
-    return allowed
+    if not isinstance(dtype, _DtypeSpec) or type(dtype.spec) is not str or dtype.spec not in _PLAIN_DTYPES:
+        spec = getattr(dtype, "spec", dtype)
+        raise pickle.UnpicklingError(f"numpy scalar of dtype {spec!r:.60} is not a plain number")
+    order = "|"
+    state = dtype.state
+    if state is not None:  # (version, byteorder, subarray, names, fields, elsize, alignment, flags)
+        if (type(state) is not tuple or len(state) != 8 or state[1] not in ("<", ">", "|", "=")
+                or state[2:5] != (None, None, None) or state[5:] != (-1, -1, 0)):
+            raise pickle.UnpicklingError("numpy dtype state is not a plain number's")
+        order = state[1]
+    np_dtype = np.dtype(dtype.spec)
+    if order in ("<", ">"):
+        np_dtype = np_dtype.newbyteorder(order)
+    if type(data) is not bytes or len(data) != np_dtype.itemsize:
+        raise pickle.UnpicklingError(f"numpy scalar data is not {np_dtype.itemsize} bytes")
+    return np.frombuffer(data, dtype=np_dtype)[0]
+
+
+def _numpy_safe_globals() -> List[Any]:
+    """Our stand-ins for numpy's scalar and dtype reconstructors, under the names numpy pickles them."""
+    return [(_DtypeSpec, "numpy.dtype"), (_numpy_scalar, "numpy.core.multiarray.scalar"),
+            (_numpy_scalar, "numpy._core.multiarray.scalar")]
+
+
+def check_state(state: Any, source: str) -> None:
+    """Refuse (UnsafeCheckpointError) anything in a loaded checkpoint but dicts with string or int
+    keys, lists, tuples, strings, bytes, numbers, None, plain numpy scalars, dense tensors and
+    torch.Size/dtype/device; bounded in depth and size. Nothing is used before this walk."""
+    import collections
+
+    import numpy as np
+    import torch
+
+    scalars = (type(None), bool, int, float, complex, str, bytes, torch.Size, torch.dtype, torch.device)
+    stack = [(state, "state", 0)]
+    nodes = 0
+    while stack:
+        value, where, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_STATE_NODES or depth > MAX_STATE_DEPTH:
+            raise UnsafeCheckpointError(f"{source}: the checkpoint is nested too deep or holds too many values; "
+                                        "not a PBT checkpoint. Delete it.")
+        kind = type(value)
+        if kind in scalars:
+            continue
+        if kind in (torch.Tensor, torch.nn.Parameter):
+            if value.layout != torch.strided or value.is_quantized or value.is_meta or value.device.type != "cpu":
+                raise UnsafeCheckpointError(f"{source}: {where} is a {value.layout} tensor on {value.device}; "
+                                            "checkpoints hold dense CPU tensors only. Delete it.")
+            continue
+        if isinstance(value, np.generic):
+            if value.dtype.fields is not None or value.dtype.hasobject or value.dtype.kind not in "biufc":
+                raise UnsafeCheckpointError(f"{source}: {where} is a numpy scalar of dtype {value.dtype}; refused")
+            continue
+        if kind in (dict, collections.OrderedDict):
+            for key, sub in value.items():
+                if type(key) not in (str, int):
+                    raise UnsafeCheckpointError(f"{source}: {where} has a {type(key).__name__} key; refused")
+                stack.append((sub, f"{where}[{key!r:.40}]", depth + 1))
+            continue
+        if kind in (list, tuple):
+            stack.extend((sub, f"{where}[{i}]", depth + 1) for i, sub in enumerate(value))
+            continue
+        raise UnsafeCheckpointError(
+            f"{source}: {where} is a {kind.__module__}.{kind.__qualname__}; checkpoints hold tensors, numbers, "
+            "strings, lists and dicts only. It was refused before use; delete the file."
+        )
 
 
 def deserialize_checkpoint(data: bytes, source: str) -> Dict[str, Any]:
-    """``torch.load`` checkpoint bytes with ``weights_only=True`` onto the CPU.
+    """``torch.load`` checkpoint bytes with ``weights_only=True`` onto the CPU, then check every
+    value (:func:`check_state`).
 
     Raises UnsafeCheckpointError when the weights-only unpickler refuses the data (it would need
-    to run code, or is not a torch checkpoint) and CorruptRecordError for other defects.
+    to run code, or is not a torch checkpoint) or the loaded state holds anything but plain data,
+    and CorruptRecordError for other defects.
     """
     import pickle
 
@@ -106,11 +190,12 @@ def deserialize_checkpoint(data: bytes, source: str) -> Dict[str, Any]:
             f"torch checkpoint ({reason}). It was not unpickled. Delete the file; checkpoints must "
             "hold tensors, numbers, strings, lists and dicts only."
         ) from exc
-    except Exception as exc:  # torch raises RuntimeError/EOFError/... for a broken archive
+    except Exception as exc:  # torch raises RuntimeError/EOFError/MemoryError/... for a broken archive
         raise CorruptRecordError(
-            f"{source}: not a loadable torch checkpoint ({type(exc).__name__}: {exc}). "
+            f"{source}: not a loadable torch checkpoint ({type(exc).__name__}: {str(exc)[:300]}). "
             "Delete the file; its member will publish a new one."
         ) from exc
+    check_state(state, source)
     if not isinstance(state, dict):
         raise CorruptRecordError(
             f"{source}: expected a checkpoint dict, got {type(state).__name__}. Delete the file."
@@ -119,14 +204,25 @@ def deserialize_checkpoint(data: bytes, source: str) -> Dict[str, Any]:
 
 
 def load_state_file(path: PathLike) -> Dict[str, Any]:
-    """Load a checkpoint file without executing code; a missing file is a clear error."""
+    """Load a checkpoint file the user named (``checkpoint=``) without executing code; a missing
+    file is a clear error. A FIFO or device there is refused, never blocks."""
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
         raise CorruptRecordError(f"checkpoint={path}: no such file. Pass the path of an existing .pth file.") from None
     except OSError as exc:
         raise CorruptRecordError(f"checkpoint={path}: cannot read it ({exc}).") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptRecordError(f"checkpoint={path}: not a regular file. Pass the path of a .pth file.")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read()
+    except (OSError, MemoryError) as exc:
+        raise CorruptRecordError(f"checkpoint={path}: cannot read it ({exc}).") from exc
+    finally:
+        os.close(fd)
     return deserialize_checkpoint(data, str(path))
 
 

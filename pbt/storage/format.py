@@ -6,7 +6,7 @@ Layout (compatible with IsaacGymEnvs' DexPBT, so existing tools and habits carry
     <root>/<idx:03d>/<iteration:06d>.yaml  its Record (YAML) naming the .pth and its sha256
     <root>/<idx:03d>/lineage.jsonl         append-only JSON lines, one LineageEntry per PBT event
     <root>/<idx:03d>/lock, heartbeat       which process trains member idx, and that it is alive
-    <root>/<idx:03d>/lock.takeover         exists for an instant while a stale lock is taken over
+    <root>/<idx:03d>/lock.takeover.*       exist for an instant while a stale lock is taken over
     <root>/<idx:03d>.old-<time>/           a member directory moved aside by pbt.overwrite=true
     <root>/best<idx>/best_obj_..._iter_..._policyNNN.{pth,yaml}
                                            member idx's copy of the best checkpoint it has seen

@@ -7,7 +7,7 @@ exclusive creation; no torch, Python 3.8)::
     <root>/<idx:03d>/heartbeat       rewritten atomically every pbt.heartbeat_interval seconds by a
                                      daemon thread of the owner: {"pid", "host", "token", "time",
                                      "frame", "state", "started", "policy_idx"}
-    <root>/<idx:03d>/lock.takeover   exists for an instant while a process takes over a stale lock
+    <root>/<idx:03d>/lock.takeover.* exists for an instant while a process takes over a stale lock
 
 The lock
     is created exclusively (``Store.create_exclusive``), which has one winner on local filesystems, NFS and sshfs
@@ -23,8 +23,13 @@ The lock
       newcomer watches the heartbeat: if it advances the owner is alive and the newcomer refuses;
       if it does not, the newcomer waits until it is older than the limit and takes over.
 
-    Taking over is serialised by exclusively creating ``lock.takeover``: the winner re-reads the
-    lock, checks it is still the stale one it judged, removes it and creates its own. The owner's
+    Taking over never deletes a lock. The stale lock is named by its version (the store's identity
+    of that file: inode, mtime, size) and its bytes; a taker exclusively creates
+    ``lock.takeover.<id of that version>.<k>`` (one winner per stale version), re-reads the lock,
+    and only if it is still that very version replaces it atomically with its own (``put_atomic``:
+    a rename), then re-reads it to verify. A loser finds the guard taken or the lock changed and
+    judges the new lock afresh (same host: its owner is alive, so it refuses). A guard left by a
+    taker killed mid-way is passed over after ``TAKEOVER_STALE_SECONDS`` by trying ``k + 1``. The owner's
     heartbeat thread re-reads the lock at every beat; should it ever find another token there (a
     takeover of a lock that was not stale, e.g. a host whose clock is far off), it stops beating and
     flags the lock as lost so the member stops training instead of two processes sharing an index.
@@ -34,6 +39,7 @@ newer wins); hosts sharing a workspace should run NTP. Same-host checks assume o
 host name: do not run two containers with the same host name on one workspace.
 """
 import atexit
+import hashlib
 import json
 import logging
 import os
@@ -45,7 +51,7 @@ from typing import Any, Callable, Dict, Optional
 
 from pbt.errors import WorkspaceError
 from pbt.procfs import is_alive, process_start_time
-from pbt.storage.backend import NotFound, Store
+from pbt.storage.backend import NotFound, Refused, Store
 from pbt.storage.format import HEARTBEAT_FILE, LOCK_FILE, TAKEOVER_FILE
 
 logger = logging.getLogger(__name__)
@@ -119,6 +125,7 @@ class LockInfo:
     time: float
     raw: bytes
     mtime: float
+    version: str = ""
 
 
 def _read_small(store: Store, key: str) -> Optional[bytes]:
@@ -126,6 +133,21 @@ def _read_small(store: Store, key: str) -> Optional[bytes]:
     try:
         return store.get(key, MAX_LIVENESS_BYTES)
     except NotFound:
+        return None
+
+
+def _version(store: Store, key: str) -> str:
+    try:
+        info = store.stat(key)
+    except WorkspaceError:
+        return ""
+    return "" if info is None else info.version
+
+
+def _read_small_quiet(store: Store, key: str) -> Optional[bytes]:
+    try:
+        return _read_small(store, key)
+    except WorkspaceError:
         return None
 
 
@@ -172,6 +194,7 @@ def read_lock(store: Store, key: str) -> Optional[LockInfo]:
     """The lock at ``key``; None when missing. Raises ValueError for an empty/torn/foreign lock and
     WorkspaceError when it cannot be read."""
     path = store.path(key)
+    version = _version(store, key)
     data = _read_small(store, key)
     if data is None:
         return None
@@ -181,7 +204,7 @@ def read_lock(store: Store, key: str) -> Optional[LockInfo]:
         start = d.get("proc_start")
         return LockInfo(pid=int(d["pid"]), host=str(d["host"]), token=str(d["token"]),
                         proc_start=None if start is None else str(start), time=float(d["time"]), raw=data,
-                        mtime=mtime)
+                        mtime=mtime, version=version)
     except (KeyError, TypeError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{path}: not a lock file ({exc!r})") from exc
 
@@ -229,7 +252,8 @@ def peer_status(store: Store, member_key: str, timeout: float, now: Optional[flo
     try:
         beat = read_heartbeat(store, f"{member_key}/{HEARTBEAT_FILE}")
     except ValueError as exc:
-        logger.warning("ignoring heartbeat: %s", exc)
+        refused = isinstance(exc.__cause__, Refused)  # the store logged it once already
+        logger.log(logging.DEBUG if refused else logging.WARNING, "ignoring heartbeat: %s", exc)
         return PeerStatus(UNKNOWN)
     return judge(beat, timeout, now)
 
@@ -309,8 +333,10 @@ class MemberLiveness:
         while True:
             if self.store.create_exclusive(self.lock_key, self._lock_bytes()):
                 self._held = True
+                self._remove_old_guards()
                 logger.info("member %d: locked %s (pid %d on %s)", self.policy_idx, self.lock_path, os.getpid(), HOST)
                 return
+            version = _version(self.store, self.lock_key)
             try:
                 owner = read_lock(self.store, self.lock_key)
             except (WorkspaceError, ValueError) as exc:
@@ -318,7 +344,7 @@ class MemberLiveness:
                 if age > EMPTY_LOCK_GRACE_SECONDS:
                     logger.warning("member %d: %s is unreadable (%s) and %.0f s old: a process was killed while "
                                    "creating it; taking it over", self.policy_idx, self.lock_path, exc, age)
-                    self._take_over(None)
+                    self._take_over(None, version)
                 else:
                     self.sleep(min(1.0, self.interval))
                 continue
@@ -328,6 +354,7 @@ class MemberLiveness:
                 # Our own lock: this process re-executed itself (os.execv keeps the PID).
                 self.token = owner.token
                 self._held = True
+                self._remove_old_guards()
                 logger.info("member %d: keeping own lock %s across a restart (pid %d)", self.policy_idx,
                             self.lock_path, owner.pid)
                 return
@@ -345,12 +372,12 @@ class MemberLiveness:
                     )
                 logger.warning("member %d: taking over the lock of %s, which is no longer running",
                                self.policy_idx, who)
-                self._take_over(owner)
+                self._take_over(owner, owner.version)
                 continue
             if age > self.timeout:
                 logger.warning("member %d: taking over the stale lock of %s (no sign of life for more than "
                                "pbt.heartbeat_timeout=%g s)", self.policy_idx, who, self.timeout)
-                self._take_over(owner)
+                self._take_over(owner, owner.version)
                 continue
             if watched is None:
                 watched = last_seen
@@ -381,36 +408,53 @@ class MemberLiveness:
         frame = "" if beat is None or beat.frame is None else f", frame {beat.frame}"
         return f"pid {owner.pid} on host {owner.host} (last sign of life {age:.0f} s ago{frame})"
 
-    def _take_over(self, stale: Optional[LockInfo]) -> None:
-        """Remove the stale lock ``stale`` (None: an unreadable one) if it is still the one on disk.
-
-        Serialised by ``lock.takeover``; the caller loops and creates its own lock exclusively.
-        """
-        guard = f"{self.dir}/{TAKEOVER_FILE}"
+    def _take_over(self, stale: Optional[LockInfo], version: str) -> None:
+        """Replace the stale lock (``stale``; None: an unreadable one) with ours, if the lock on disk
+        is still that very ``version``. Never deletes a lock; the caller loops and re-reads it."""
+        if not version:
+            return  # gone meanwhile (or a store without versions would race: never guess)
+        ident = hashlib.sha256(version.encode() + b"\0" + (stale.raw if stale else b"")).hexdigest()[:16]
         guard_data = json.dumps({"pid": os.getpid(), "host": HOST, "time": time.time()}).encode("utf-8")
-        if not self.store.create_exclusive(guard, guard_data):
-            if time.time() - _mtime(self.store, guard) > TAKEOVER_STALE_SECONDS:
-                logger.warning("member %d: removing %s, left by a process killed while taking over the lock",
-                               self.policy_idx, self.store.path(guard))
-                self.store.delete(guard)
-            else:
-                self.sleep(min(0.5, self.interval))
+        guard = ""
+        for attempt in range(100):
+            candidate = f"{self.dir}/{TAKEOVER_FILE}.{ident}.{attempt}"
+            if self.store.create_exclusive(candidate, guard_data):
+                guard = candidate
+                break
+            if time.time() - _mtime(self.store, candidate) <= TAKEOVER_STALE_SECONDS:
+                self.sleep(min(0.5, self.interval))  # someone is taking this version over right now
+                return
+        if not guard:
             return
         try:
-            current = _read_small(self.store, self.lock_key)
-            if current is None:
+            if _version(self.store, self.lock_key) != version:
+                return  # replaced or released since it was judged
+            if stale is not None and _read_small_quiet(self.store, self.lock_key) != stale.raw:
                 return
-            if stale is None or current == stale.raw:
-                self.store.delete(self.lock_key)
+            self.store.put_atomic(self.lock_key, self._lock_bytes())
         finally:
             self.store.delete(guard)
+
+    def _remove_old_guards(self) -> None:
+        """Guards of takeovers of locks that no longer exist (this process holds the lock now)."""
+        try:
+            names = self.store.list(self.dir)
+        except WorkspaceError:
+            return
+        for name in names:
+            if name.startswith(TAKEOVER_FILE):
+                key = f"{self.dir}/{name}"
+                if time.time() - _mtime(self.store, key) > TAKEOVER_STALE_SECONDS:
+                    self.store.delete(key)
 
     def owns_lock(self) -> bool:
         """True while the lock file still carries this process's token (also when it cannot be
         read for an I/O error: that says nothing about who holds it)."""
         try:
             owner = read_lock(self.store, self.lock_key)
-        except OSError:
+        except Refused:
+            return False  # something else was put in its place
+        except (OSError, WorkspaceError):
             return True
         except ValueError:
             return False

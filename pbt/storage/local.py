@@ -4,17 +4,28 @@ Correctness rests only on ``os.replace`` being atomic, never on file locks: ever
 to a unique temp file in the same directory, fsynced, and renamed over its final name
 (:func:`atomic_write_bytes`); a reader sees the old file or the new one, never a torn one, and the
 directory is fsynced after the rename. Exclusive creation (locks) is ``O_CREAT | O_EXCL``.
+
+Every peer can write the workspace, so :class:`LocalStore` trusts nothing it finds there: each
+directory below the root is opened ``O_DIRECTORY | O_NOFOLLOW`` and every operation is made relative
+to that descriptor (a member or best directory replaced by a symlink is refused, never listed,
+written into or deleted in); files are opened ``O_NOFOLLOW | O_NONBLOCK`` and ``fstat``-ed: only
+regular files no larger than the caller's cap are read (a FIFO, socket, device or symlink is
+refused, never blocks); names with NUL, control characters, ``.`` or ``..`` are refused. Each
+refusal raises :class:`~pbt.storage.backend.Refused` and is logged once per file.
 """
+import contextlib
+import errno
 import logging
 import os
 import re
 import socket
+import stat
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Union
+from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from pbt.errors import WorkspaceError
-from pbt.storage.backend import NotFound, ObjectInfo
+from pbt.storage.backend import NotFound, ObjectInfo, Refused
 
 log = logging.getLogger(__name__)
 
@@ -115,38 +126,70 @@ def create_exclusive(path: PathLike, data: bytes) -> bool:
     return True
 
 
-def append_bytes(path: PathLike, data: bytes) -> None:
-    """Append ``data`` in one write, then fsync. If a previous writer died mid-line (the file does not
-    end with a newline), the torn fragment is closed with a newline first so it cannot swallow
-    ``data``."""
-    try:
-        fd = os.open(str(path), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise WorkspaceError(f"cannot open {path} to append to it: {exc}") from exc
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written == 0:
+            raise OSError(errno.ENOSPC, "short write")
+        view = view[written:]
+
+
+def _append_fd(fd: int, data: bytes, path: str) -> None:
+    """Append ``data`` to the open file in one write, then fsync. If a previous writer died mid-line
+    (the file does not end with a newline), the torn fragment is closed with a newline first so it
+    cannot swallow ``data``."""
     try:
         size = os.fstat(fd).st_size
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
             log.warning("%s ended with a torn line; closing it before appending", path)
             data = b"\n" + data
-        written = os.write(fd, data)
-        while written < len(data):  # regular files write fully unless the disk is full
-            more = os.write(fd, data[written:])
-            if more == 0:
-                raise OSError(f"short write ({written} of {len(data)} bytes)")
-            written += more
+        _write_all(fd, data)
         os.fsync(fd)
     except OSError as exc:
         raise WorkspaceError(f"appending to {path} failed: {exc}. Check free disk space.") from exc
+
+
+def append_bytes(path: PathLike, data: bytes) -> None:
+    """Append ``data`` to ``path`` (created when missing; a symlink there is refused)."""
+    try:
+        fd = os.open(str(path), os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot open {path} to append to it: {exc}") from exc
+    try:
+        _append_fd(fd, data, str(path))
     finally:
         os.close(fd)
 
 
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_WRITE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+_BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f]")
+MAX_NAME_BYTES = 255
+_MAX_REFUSALS_REMEMBERED = 100000
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
 class LocalStore:
-    """A workspace directory on a local or shared POSIX filesystem (see :class:`Store`)."""
+    """A workspace directory on a local or shared POSIX filesystem (see :class:`Store`).
+
+    The root itself is the user's choice and may be a symlink; nothing below it is followed.
+    """
 
     def __init__(self, root: PathLike) -> None:
         self.root_path = Path(root)
         self.root = str(self.root_path)
+        self._refused: Set[Tuple[str, str]] = set()
 
     def _p(self, key: str) -> Path:
         return self.root_path / key if key else self.root_path
@@ -154,88 +197,303 @@ class LocalStore:
     def path(self, key: str) -> str:
         return str(self._p(key))
 
+    # ---- refusals and names ------------------------------------------------------------------
+
+    def refuse(self, key: str, reason: str) -> Refused:
+        """The error for a refused object; logged once per (object, reason)."""
+        where = self.path(key)
+        shown = repr(where) if _BAD_NAME_RE.search(where) else where
+        message = (f"{shown}: refused ({reason}); it was not followed, opened or read. Another process wrote "
+                   "something there that the workspace never holds: delete it")
+        if (where, reason) not in self._refused:
+            if len(self._refused) < _MAX_REFUSALS_REMEMBERED:
+                self._refused.add((where, reason))
+            log.warning("%s", message)
+        return Refused(message)
+
+    def _split(self, key: str) -> List[str]:
+        """The components of ``key``; Refused for names no workspace file has."""
+        if not key:
+            return []
+        parts = key.split("/")
+        for part in parts:
+            if (not part or part in (".", "..") or _BAD_NAME_RE.search(part)
+                    or len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES):
+                raise self.refuse(key, f"bad name {part!r}")
+        return parts
+
+    # ---- directories -------------------------------------------------------------------------
+
+    def _open_root(self) -> int:
+        try:
+            return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError as exc:
+            raise NotFound(f"{self.root}: no such directory") from exc
+        except OSError as exc:
+            raise WorkspaceError(f"cannot open the workspace {self.root}: {exc}. Check the path and "
+                                 "permissions.") from exc
+
+    def _open_sub(self, parent: int, name: str, key: str) -> int:
+        """Open directory ``name`` under ``parent`` without following a symlink."""
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=parent)
+        except FileNotFoundError as exc:
+            raise NotFound(f"{self.path(key)}: no such directory") from exc
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                try:
+                    mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+                except OSError:
+                    mode = 0
+                raise self.refuse(key, f"{_kind(mode)} where a directory belongs") from exc
+            raise WorkspaceError(f"cannot open directory {self.path(key)}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _dir(self, parts: List[str]) -> Iterator[int]:
+        """A descriptor of the directory ``parts`` below the root, each level opened O_NOFOLLOW."""
+        fd = self._open_root()
+        try:
+            for depth, name in enumerate(parts):
+                sub = self._open_sub(fd, name, "/".join(parts[:depth + 1]))
+                os.close(fd)
+                fd = sub
+            yield fd
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _parent(self, key: str) -> Iterator[Tuple[int, str]]:
+        """(descriptor of ``key``'s verified directory, ``key``'s last name)."""
+        parts = self._split(key)
+        if not parts:
+            raise WorkspaceError("the workspace root is not an object")
+        with self._dir(parts[:-1]) as fd:
+            yield fd, parts[-1]
+
+    def _fsync(self, fd: int, key: str) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            if key not in _DIR_FSYNC_UNSUPPORTED:
+                _DIR_FSYNC_UNSUPPORTED[key] = True
+                log.info("fsync of a directory in %s is not supported here (%s)", self.root, exc)
+
+    # ---- the Store protocol ------------------------------------------------------------------
+
     def put_atomic(self, key: str, data: bytes) -> None:
-        atomic_write_bytes(self._p(key), data)
+        with self._parent(key) as (dfd, name):
+            tmp = f".{name}.{HOST}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _WRITE_FLAGS, 0o644, dir_fd=dfd)
+            except OSError as exc:
+                raise WorkspaceError(
+                    f"cannot create a temp file in {self.path(key)}'s directory to write it: {exc}. Check that the "
+                    "directory exists, is writable and the disk is not full.") from exc
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+                os.close(fd)
+                fd = -1
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException as exc:
+                if fd >= 0:
+                    os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+                if isinstance(exc, OSError):
+                    raise WorkspaceError(f"writing {self.path(key)} failed: {exc}. Check free disk space and "
+                                         "permissions.") from exc
+                raise
+            self._fsync(dfd, key)
 
     def get(self, key: str, max_bytes: Optional[int] = None) -> bytes:
-        path = self._p(key)
+        with self._parent(key) as (dfd, name):
+            try:
+                mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+                if not stat.S_ISREG(mode):  # refused before it is opened: a device is never opened
+                    raise self.refuse(key, _kind(mode))
+                fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+            except FileNotFoundError as exc:
+                raise NotFound(f"{self.path(key)}: no such file") from exc
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise self.refuse(key, "a symlink") from exc
+                raise WorkspaceError(f"{self.path(key)}: cannot read it: {exc}") from exc
         try:
-            with open(str(path), "rb") as fobj:
-                return fobj.read() if max_bytes is None else fobj.read(max_bytes + 1)
-        except FileNotFoundError as exc:
-            raise NotFound(f"{path}: no such file") from exc
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):  # replaced between the stat and the open
+                raise self.refuse(key, _kind(info.st_mode))
+            if max_bytes is not None and info.st_size > max_bytes:
+                raise self.refuse(key, f"{info.st_size} bytes, more than the {max_bytes} such a file may have")
+            limit = info.st_size if max_bytes is None else max_bytes + 1
+            chunks: List[bytes] = []
+            size = 0
+            while size < limit:
+                chunk = os.read(fd, min(limit - size, 1 << 24))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+        except MemoryError as exc:
+            raise self.refuse(key, "too large to read into memory") from exc
         except OSError as exc:
-            raise WorkspaceError(f"{path}: cannot read it: {exc}") from exc
+            raise WorkspaceError(f"{self.path(key)}: cannot read it: {exc}") from exc
+        finally:
+            os.close(fd)
 
     def list(self, prefix: str) -> List[str]:
-        path = self._p(prefix)
         try:
-            return os.listdir(str(path))
-        except (FileNotFoundError, NotADirectoryError):
+            with self._dir(self._split(prefix)) as fd:
+                names = os.listdir(fd)
+        except NotFound:
             return []
         except OSError as exc:
-            raise WorkspaceError(f"cannot list {path}: {exc}. Check permissions and the mount.") from exc
+            raise WorkspaceError(f"cannot list {self.path(prefix)}: {exc}. Check permissions and the mount.") from exc
+        good = []
+        for name in names:
+            if _BAD_NAME_RE.search(name):
+                self.refuse(f"{prefix}/{name}" if prefix else name, "a name with control characters")
+            else:
+                good.append(name)
+        return good
 
     def stat(self, key: str) -> Optional[ObjectInfo]:
-        path = self._p(key)
         try:
-            st = os.stat(str(path))
-        except FileNotFoundError:
+            with self._parent(key) as (dfd, name):
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except (NotFound, FileNotFoundError):
             return None
         except OSError as exc:
-            raise WorkspaceError(f"cannot stat {path}: {exc}") from exc
-        return ObjectInfo(st.st_size, st.st_mtime)
+            raise WorkspaceError(f"cannot stat {self.path(key)}: {exc}") from exc
+        return ObjectInfo(st.st_size, st.st_mtime, f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}",
+                          stat.S_ISREG(st.st_mode))
 
     def delete(self, key: str) -> None:
-        remove_quietly(self._p(key))
+        try:
+            with self._parent(key) as (dfd, name):
+                os.unlink(name, dir_fd=dfd)  # a symlink is removed itself, never what it points to
+        except (NotFound, FileNotFoundError):
+            pass
+        except OSError as exc:
+            log.warning("could not remove %s: %s", self.path(key), exc)
 
     def append(self, key: str, data: bytes) -> None:
-        append_bytes(self._p(key), data)
+        with self._parent(key) as (dfd, name):
+            try:
+                fd = os.open(name, os.O_RDWR | os.O_APPEND | os.O_CREAT | _WRITE_FLAGS, 0o644, dir_fd=dfd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENXIO):
+                    raise self.refuse(key, "a symlink or FIFO") from exc
+                raise WorkspaceError(f"cannot open {self.path(key)} to append to it: {exc}") from exc
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise self.refuse(key, _kind(mode))
+            _append_fd(fd, data, self.path(key))
+        finally:
+            os.close(fd)
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
-        return create_exclusive(self._p(key), data)
+        with self._parent(key) as (dfd, name):
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _WRITE_FLAGS, 0o644, dir_fd=dfd)
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                raise WorkspaceError(
+                    f"cannot create {self.path(key)}: {exc}. The directory must be writable (check permissions, "
+                    "free space and that it is mounted read-write).") from exc
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            except OSError as exc:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=dfd)
+                raise WorkspaceError(f"writing {self.path(key)} failed: {exc}. Check free disk space.") from exc
+            os.close(fd)
+            return True
 
     def ensure_dir(self, prefix: str) -> None:
-        path = self._p(prefix)
+        """Create ``prefix`` (a member's own directory) level by level. Something else at its
+        name (a symlink a peer planted, a file) is moved aside, never followed."""
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            self.root_path.mkdir(parents=True, exist_ok=True)
+            parts = self._split(prefix)
+            fd = self._open_root()
+            try:
+                for depth, name in enumerate(parts):
+                    key = "/".join(parts[:depth + 1])
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o755, dir_fd=fd)
+                    try:
+                        sub = self._open_sub(fd, name, key)
+                    except Refused:
+                        aside = f"{name}.foreign-{os.urandom(4).hex()}"
+                        log.warning("moving %s aside to %s: it was not a directory", self.path(key), aside)
+                        os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+                        os.mkdir(name, 0o755, dir_fd=fd)
+                        sub = self._open_sub(fd, name, key)
+                    os.close(fd)
+                    fd = sub
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise WorkspaceError(
-                f"cannot create workspace directory {path}: {exc}. Set pbt.workspace to a writable "
+                f"cannot create workspace directory {self.path(prefix)}: {exc}. Set pbt.workspace to a writable "
                 "directory shared by all members."
             ) from exc
 
     def rename(self, src: str, dst: str) -> None:
-        source, target = self._p(src), self._p(dst)
-        if os.path.lexists(str(target)):
-            raise WorkspaceError(f"cannot move {source} to {target}: the target exists")
-        try:
-            os.rename(str(source), str(target))
-        except OSError as exc:
-            raise WorkspaceError(f"cannot move {source} to {target}: {exc}. Move or delete it by hand.") from exc
-        fsync_dir(target.parent)
+        with self._parent(src) as (sfd, sname), self._parent(dst) as (dfd, dname):
+            try:
+                os.stat(dname, dir_fd=dfd, follow_symlinks=False)
+                raise WorkspaceError(f"cannot move {self.path(src)} to {self.path(dst)}: the target exists")
+            except FileNotFoundError:
+                pass
+            try:
+                os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+            except OSError as exc:
+                raise WorkspaceError(f"cannot move {self.path(src)} to {self.path(dst)}: {exc}. Move or delete it "
+                                     "by hand.") from exc
+            self._fsync(dfd, dst)
 
     def exists(self, key: str) -> bool:
-        return os.path.lexists(str(self._p(key)))
+        if not key:
+            return self.root_path.exists()
+        try:
+            return self.stat(key) is not None
+        except Refused:
+            return False
 
     def is_dir(self, key: str) -> bool:
-        return self._p(key).is_dir()
+        try:
+            with self._dir(self._split(key)):
+                return True
+        except (NotFound, Refused):
+            return False
 
     def remove_stale_temps(self, prefix: str, max_age: float) -> List[str]:
-        removed: List[str] = []
-        now = time.time()
-        for name in self.list(prefix):
-            match = TMP_RE.fullmatch(name)
-            if match is None:
+        return remove_stale_temps(self, prefix, max_age)
+
+
+def remove_stale_temps(store: LocalStore, prefix: str, max_age: float) -> List[str]:
+    """Temp files under ``prefix`` left by killed writers (see :meth:`Store.remove_stale_temps`)."""
+    removed: List[str] = []
+    now = time.time()
+    for name in store.list(prefix):
+        match = TMP_RE.fullmatch(name)
+        if match is None:
+            continue
+        key = f"{prefix}/{name}" if prefix else name
+        ours = (match.group("host") == HOST and int(match.group("pid")) == os.getpid()
+                and match.group("target") not in CONCURRENT_TARGETS)
+        if not ours:
+            info = store.stat(key)
+            if info is None or now - info.mtime < max_age:
                 continue
-            key = f"{prefix}/{name}" if prefix else name
-            ours = (match.group("host") == HOST and int(match.group("pid")) == os.getpid()
-                    and match.group("target") not in CONCURRENT_TARGETS)
-            if not ours:
-                info = self.stat(key)
-                if info is None or now - info.mtime < max_age:
-                    continue
-            log.info("removing stale temp file %s (left by a killed writer)", self.path(key))
-            self.delete(key)
-            removed.append(key)
-        return removed
+        log.info("removing stale temp file %s (left by a killed writer)", store.path(key))
+        store.delete(key)
+        removed.append(key)
+    return removed

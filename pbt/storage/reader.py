@@ -7,14 +7,19 @@ writer) extends it.
 
 Readers scan records only (no checkpoint is read during a scan; its existence and non-zero size are
 checked). The sha256 check happens when a checkpoint is loaded or copied.
+
+Every file is read through the Store with a size cap per kind (:class:`ReadLimits`): a planted
+FIFO, symlink, device or huge file is refused (:class:`~pbt.storage.backend.Refused`, logged once
+by the store) and skipped like a corrupt file; nothing here blocks or follows a link.
 """
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from pbt.errors import CorruptRecordError, WorkspaceError
-from pbt.storage.backend import NotFound, Store
+from pbt.storage.backend import NotFound, Refused, Store
 from pbt.storage.best import read_best
 from pbt.storage.checkpoints import deserialize_checkpoint, sha256_hex
 from pbt.storage.format import (
@@ -34,6 +39,20 @@ from pbt.storage.record import MAX_RECORD_BYTES, Record, check_checkpoint_name, 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """Size caps of what a reader reads (a file over its cap is refused unread)."""
+
+    checkpoint_factor: float = 4.0
+    """A peer's checkpoint may be this many times the size of the member's own last one ..."""
+    checkpoint_floor: int = 64 * 1024 * 1024
+    """... but the cap is never below this many bytes."""
+    checkpoint_unknown: int = 1024 * 1024 * 1024
+    """Cap while the member's own checkpoint size is not known yet (resume, tools)."""
+    lineage_bytes: int = 64 * 1024 * 1024
+    """A ``lineage.jsonl`` is read whole up to this size (~200 bytes per PBT event)."""
 
 
 def open_store(root: Union[PathLike, Store]) -> Store:
@@ -66,11 +85,16 @@ class WorkspaceReader:
         num_policies: population size; None: the member directories found.
     """
 
-    def __init__(self, root: Union[PathLike, Store], num_policies: Optional[int] = None) -> None:
+    def __init__(self, root: Union[PathLike, Store], num_policies: Optional[int] = None,
+                 limits: Optional[ReadLimits] = None) -> None:
         self.store = open_store(root)
+        self.limits = limits or ReadLimits()
+        self.own_checkpoint_size: Optional[int] = None
+        """Size of the last checkpoint this process published (sets the checkpoint cap)."""
         self.root = Path(self.store.root)
         self._num_policies = num_policies
         self._cache: Dict[int, Dict[str, _CacheEntry]] = {}
+        self._refused: Set[Tuple[str, str]] = set()
 
     @property
     def num_policies(self) -> int:
@@ -151,6 +175,14 @@ class WorkspaceReader:
             raise CorruptRecordError(f"{source}: its checkpoint {self.store.path(key)} is missing")
         if info.size == 0:
             raise CorruptRecordError(f"{source}: its checkpoint {self.store.path(key)} is empty")
+        if not info.regular or info.size > self.checkpoint_cap():
+            cap = self.checkpoint_cap()
+            why = "not a regular file" if not info.regular else f"{info.size} bytes, over the {cap} cap"
+            message = f"{source}: its checkpoint {self.store.path(key)} is refused ({why}); the record is skipped"
+            if (key, why) not in self._refused:
+                self._refused.add((key, why))
+                logger.warning("%s", message)
+            raise Refused(message)
 
     def latest_record(self, member_idx: int, max_iteration: Optional[int] = None,
                       verify: bool = False) -> Optional[Record]:
@@ -174,7 +206,7 @@ class WorkspaceReader:
             except NotFound:
                 logger.info("record %s vanished while reading (deleted by its member); trying an older one", source)
                 continue
-            except _AlreadyLogged:
+            except (_AlreadyLogged, Refused):  # logged once where it was found
                 continue
             except CorruptRecordError as exc:
                 if not self.store.exists(f"{directory}/{name}"):
@@ -198,6 +230,8 @@ class WorkspaceReader:
         for member_idx in range(self.num_policies):
             try:
                 record = self.latest_record(member_idx, max_iteration, verify)
+            except Refused:  # e.g. its directory is a symlink: logged once by the store
+                continue
             except WorkspaceError as exc:
                 logger.warning("leaving member %d out of this PBT step: %s", member_idx, exc)
                 continue
@@ -207,6 +241,13 @@ class WorkspaceReader:
 
     # ---- checkpoints -------------------------------------------------------------------------
 
+    def checkpoint_cap(self) -> int:
+        """Largest checkpoint this reader reads (see :class:`ReadLimits`)."""
+        limits = self.limits
+        if self.own_checkpoint_size is None:
+            return limits.checkpoint_unknown
+        return max(limits.checkpoint_floor, int(limits.checkpoint_factor * self.own_checkpoint_size))
+
     def read_checkpoint_bytes(self, record: Record, member_idx: Optional[int] = None) -> bytes:
         """The checkpoint's bytes, verified against the record's sha256 (``member_idx``: the
         directory holding it, default the record's policy_idx). Raises CorruptRecordError when the
@@ -214,7 +255,9 @@ class WorkspaceReader:
         key = self.checkpoint_key(record, member_idx)
         path = self.store.path(key)
         try:
-            data = self.store.get(key)
+            data = self.store.get(key, self.checkpoint_cap())
+        except Refused:
+            raise
         except NotFound as exc:
             raise CorruptRecordError(f"{path}: checkpoint no longer exists (its member deleted it); "
                                      "pick a newer record") from exc
@@ -239,8 +282,10 @@ class WorkspaceReader:
         """All entries of a member's lineage; [] when it has none. Torn lines are skipped (logged)."""
         key = self.member_key(member_idx, LINEAGE_FILE)
         try:
-            data = self.store.get(key)
+            data = self.store.get(key, self.limits.lineage_bytes)
         except NotFound:
+            return []
+        except Refused:  # logged once by the store
             return []
         return parse_lineage(data, self.store.path(key))
 

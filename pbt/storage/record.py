@@ -33,6 +33,7 @@ MAX_RECORD_NODES = 100000
 MAX_RECORD_BRACKETS = 1024
 _C_SAFE_LOADER = getattr(yaml, "CSafeLoader", None)  # libyaml's safe loader, when built in
 _CHECKSUM_RE = re.compile(r"[0-9a-f]{64}")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 RECORD_VERSION = 1
 
@@ -71,26 +72,32 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<record>") -> "Record":
-        """Build a record from parsed YAML, raising CorruptRecordError naming ``source`` on any defect."""
+        """Build a record from parsed YAML, raising CorruptRecordError naming ``source`` on any defect.
+
+        Types are strict (a peer's record is untrusted input): ints are ints (not 3.9, "3" or true),
+        the objective a number or null (not "1_000" or true), params a mapping from strings to
+        scalars, episode_returns a list of numbers."""
         if not isinstance(data, Mapping):
             raise CorruptRecordError(f"{source}: expected a mapping, got {type(data).__name__}")
         try:
             objective = data.get("objective")
             return cls(
-                policy_idx=int(data["policy_idx"]),
-                iteration=int(data["iteration"]),
-                frame=int(data["frame"]),
-                objective=None if objective is None else float(objective),
-                params=dict(data.get("params") or {}),
-                checkpoint=str(data["checkpoint"]),
-                checksum=str(data["checksum"]),
-                time=float(data.get("time", 0.0)),
-                episode_returns=[float(x) for x in data.get("episode_returns") or []],
-                frames_since_replace=int(data.get("frames_since_replace", 0)),
-                version=int(data.get("version", RECORD_VERSION)),
+                policy_idx=_int_field(data, "policy_idx", MAX_POLICY_IDX),
+                iteration=_int_field(data, "iteration", MAX_COUNT),
+                frame=_int_field(data, "frame", MAX_COUNT),
+                objective=None if objective is None else _number(objective, "objective"),
+                params=_params(data.get("params")),
+                checkpoint=_str_field(data, "checkpoint", 255),
+                checksum=_str_field(data, "checksum", 64),
+                time=_number(data.get("time", 0.0), "time"),
+                episode_returns=_numbers(data.get("episode_returns")),
+                frames_since_replace=_int_field(data, "frames_since_replace", MAX_COUNT, 0),
+                version=_int_field(data, "version", MAX_COUNT, RECORD_VERSION),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptRecordError(f"{source}: not a valid PBT record ({exc!r})") from exc
+        except KeyError as exc:
+            raise CorruptRecordError(f"{source}: not a valid PBT record (missing {exc})") from exc
+        except (TypeError, ValueError) as exc:
+            raise CorruptRecordError(f"{source}: not a valid PBT record: {exc}") from exc
 
     @property
     def has_objective(self) -> bool:
@@ -99,6 +106,72 @@ class Record:
 
 
 _RECORD_KEYS = frozenset(f.name for f in fields(Record))
+
+
+MAX_POLICY_IDX = 1_000_000
+"""policy_idx must lie in 0 .. MAX_POLICY_IDX-1."""
+MAX_COUNT = 2 ** 62
+"""Iterations, frames and versions lie in 0 .. MAX_COUNT-1."""
+MAX_PARAMS = 1000
+MAX_PARAM_STRING = 4096
+MAX_EPISODE_RETURNS = 100_000
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float)  # bool is not a number here
+
+
+def _int_field(data: Mapping[str, Any], key: str, limit: int, default: Optional[int] = None) -> int:
+    value = data[key] if default is None else data.get(key, default)
+    if type(value) is not int or not 0 <= value < limit:
+        raise ValueError(f"{key} must be an int in 0..{limit - 1}, got {value!r:.80}")
+    return value
+
+
+def _number(value: Any, key: str) -> float:
+    if not _is_number(value):
+        raise ValueError(f"{key} must be a number, got {type(value).__name__} {value!r:.80}")
+    return float(value)
+
+
+def _str_field(data: Mapping[str, Any], key: str, limit: int) -> str:
+    value = data[key]
+    if type(value) is not str or len(value) > limit:
+        raise ValueError(f"{key} must be a string of at most {limit} characters, got {value!r:.80}")
+    return value
+
+
+def _scalar(value: Any, key: str) -> Any:
+    if value is None or type(value) in (bool, int, float):
+        return value
+    if type(value) is str and len(value) <= MAX_PARAM_STRING:
+        return value
+    raise ValueError(f"params[{key!r:.80}] must be a number, bool, short string or null, got "
+                     f"{type(value).__name__}")
+
+
+def _params(value: Any) -> Dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or len(value) > MAX_PARAMS:
+        raise ValueError(f"params must be a mapping of at most {MAX_PARAMS} keys, got {type(value).__name__}")
+    out: Dict[str, Any] = {}
+    for key, sub in value.items():
+        if type(key) is not str or len(key) > MAX_PARAM_STRING:
+            raise ValueError(f"params keys must be strings, got {key!r:.80}")
+        if type(sub) is list and len(sub) <= 64:  # a list-valued setting (e.g. layer sizes)
+            out[key] = [_scalar(v, key) for v in sub]
+        else:
+            out[key] = _scalar(sub, key)
+    return out
+
+
+def _numbers(value: Any) -> List[float]:
+    if value is None:
+        return []
+    if type(value) is not list or len(value) > MAX_EPISODE_RETURNS:
+        raise ValueError(f"episode_returns must be a list of numbers, got {type(value).__name__}")
+    return [_number(v, "episode_returns[]") for v in value]
 
 
 def numpy_kind(value: Any) -> Optional[str]:
@@ -149,47 +222,53 @@ def to_plain(value: Any, where: str = "value") -> Any:
     )
 
 
+def _check_shape(text: str, loader_class: Any, source: str) -> None:
+    """Walk the YAML event stream (libyaml's parser is iterative: no recursion, no objects built)
+    and refuse documents nested deeper than MAX_RECORD_DEPTH, with more than MAX_RECORD_NODES
+    nodes, or with aliases. Block nesting (``"- " * 50000``, no brackets) and flow nesting alike:
+    the composer, which recurses in C, never sees them."""
+    depth = nodes = 0
+    try:
+        for event in yaml.parse(text, Loader=loader_class):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                nodes += 1
+                if depth > MAX_RECORD_DEPTH:
+                    raise CorruptRecordError(f"{source}: nested deeper than {MAX_RECORD_DEPTH} levels; "
+                                             "not a PBT record")
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.ScalarEvent):
+                nodes += 1
+            elif isinstance(event, yaml.AliasEvent):
+                raise CorruptRecordError(f"{source}: uses YAML aliases, which records never do; not ours")
+            if nodes > MAX_RECORD_NODES:
+                raise CorruptRecordError(f"{source}: more than {MAX_RECORD_NODES} values; not a PBT record")
+    except (yaml.YAMLError, RecursionError, MemoryError) as exc:
+        raise CorruptRecordError(
+            f"{source}: not valid YAML ({type(exc).__name__}); the file is torn or foreign. Delete it."
+        ) from exc
+
+
 def safe_load_yaml(text: str, source: str = "<yaml>") -> Any:
     """``yaml.safe_load`` hardened for files other processes can write.
 
-    libyaml's safe loader crashes the interpreter (stack overflow) on ~100k nested brackets, and
-    PyYAML's pure-Python one takes seconds on them, so texts with more than
-    MAX_RECORD_BRACKETS flow brackets are refused unparsed (a record has a handful; block nesting
-    is bounded by the size cap). Before constructing anything, documents nested deeper than
-    MAX_RECORD_DEPTH, with more than MAX_RECORD_NODES nodes, or using aliases (whose expansion
-    can be exponential) are refused. Raises CorruptRecordError naming ``source``.
+    Texts with more than MAX_RECORD_BRACKETS flow brackets are refused unparsed (a record has a
+    handful). Then the event stream is checked (:func:`_check_shape`: depth, size, no aliases)
+    before anything is composed or constructed. Raises CorruptRecordError naming ``source``.
     """
     if text.count("[") + text.count("{") > MAX_RECORD_BRACKETS:
         raise CorruptRecordError(f"{source}: far too many brackets for a PBT record; not ours")
-    loader = (_C_SAFE_LOADER or yaml.SafeLoader)(text)
+    loader_class = _C_SAFE_LOADER or yaml.SafeLoader
+    _check_shape(text, loader_class, source)
+    loader = loader_class(text)
     try:
         try:
-            node = loader.get_single_node()
-        except (yaml.YAMLError, RecursionError) as exc:
+            return loader.get_single_data()
+        except Exception as exc:  # the safe constructor raises ValueError, OverflowError, ... on foreign text
             raise CorruptRecordError(
                 f"{source}: not valid YAML ({type(exc).__name__}); the file is torn or foreign. Delete it."
             ) from exc
-        if node is None:
-            return None
-        seen = set()
-        stack = [(node, 1)]
-        while stack:
-            current, depth = stack.pop()
-            if id(current) in seen:
-                raise CorruptRecordError(f"{source}: uses YAML aliases, which records never do; not ours")
-            seen.add(id(current))
-            if depth > MAX_RECORD_DEPTH or len(seen) > MAX_RECORD_NODES:
-                raise CorruptRecordError(f"{source}: nested too deep or too large for a PBT record; not ours")
-            if isinstance(current, yaml.SequenceNode):
-                stack.extend((child, depth + 1) for child in current.value)
-            elif isinstance(current, yaml.MappingNode):
-                for key, value in current.value:
-                    stack.append((key, depth + 1))
-                    stack.append((value, depth + 1))
-        try:
-            return loader.construct_document(node)
-        except (yaml.YAMLError, RecursionError) as exc:
-            raise CorruptRecordError(f"{source}: invalid YAML value ({exc}); the file is foreign") from exc
     finally:
         loader.dispose()
 
@@ -197,6 +276,9 @@ def safe_load_yaml(text: str, source: str = "<yaml>") -> Any:
 def check_checkpoint_name(name: str, source: str) -> None:
     if (
         not name
+        or type(name) is not str
+        or len(name) > 255
+        or _CONTROL_RE.search(name)
         or name != os.path.basename(name)
         or "/" in name
         or "\\" in name
@@ -240,10 +322,7 @@ def parse_record(data: bytes, source: str, expected_idx: Optional[int] = None,
             f"{source}: missing key(s) {', '.join(missing)}; the record is truncated or was written "
             "by another tool. Delete it."
         )
-    try:
-        record = Record.from_dict(parsed, source=source)
-    except (ArithmeticError, RecursionError) as exc:  # e.g. int(.inf); from_dict maps the rest
-        raise CorruptRecordError(f"{source}: not a valid PBT record ({exc!r})") from exc
+    record = Record.from_dict(parsed, source=source)
     if expected_idx is not None and record.policy_idx != expected_idx:
         raise CorruptRecordError(
             f"{source}: record says policy_idx {record.policy_idx} but lies in member {expected_idx}'s "
@@ -254,8 +333,6 @@ def parse_record(data: bytes, source: str, expected_idx: Optional[int] = None,
             f"{source}: record says iteration {record.iteration} but its file name says "
             f"{expected_iteration}; it was renamed or copied. Delete it."
         )
-    if record.iteration < 0 or record.frame < 0:
-        raise CorruptRecordError(f"{source}: negative iteration or frame; not a valid record")
     check_checkpoint_name(record.checkpoint, source)
     if not _CHECKSUM_RE.fullmatch(record.checksum):
         raise CorruptRecordError(

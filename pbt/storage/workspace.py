@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional, Union
 
 from pbt.errors import ConfigError, WorkspaceError
-from pbt.storage.backend import Store
+from pbt.storage.backend import Refused, Store
 from pbt.storage.best import is_better, write_best
 from pbt.storage.checkpoints import serialize_state, sha256_hex
 from pbt.storage.format import (
@@ -29,7 +29,7 @@ from pbt.storage.format import (
 )
 from pbt.storage.lineage import LineageEntry
 from pbt.storage.local import HOST, atomic_write_bytes
-from pbt.storage.reader import PathLike, WorkspaceReader
+from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
 from pbt.storage.record import Record, record_to_yaml, to_plain
 from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order
 
@@ -44,10 +44,11 @@ class Workspace(WorkspaceReader):
         policy_idx: this member's index, 0 .. num_policies-1.
         num_policies: population size N.
         retention: how many own records to keep (:mod:`pbt.storage.retention`).
+        limits: size caps of what is read (:class:`pbt.storage.reader.ReadLimits`).
     """
 
     def __init__(self, root: Union[PathLike, Store], policy_idx: int, num_policies: int,
-                 retention: Optional[RetentionPolicy] = None) -> None:
+                 retention: Optional[RetentionPolicy] = None, limits: Optional[ReadLimits] = None) -> None:
         retention = retention or RetentionPolicy()
         if num_policies < 1:
             raise ConfigError(f"pbt.num_policies must be >= 1, got {num_policies}")
@@ -61,7 +62,7 @@ class Workspace(WorkspaceReader):
                               f"({retention.keep_records})")
         if retention.peer_margin < 0:
             raise ConfigError(f"peer_margin must be >= 0, got {retention.peer_margin}")
-        super().__init__(root, num_policies)
+        super().__init__(root, num_policies, limits)
         self.policy_idx = policy_idx
         self.retention = retention
         self.own_key = self.member_key(policy_idx)
@@ -147,6 +148,8 @@ class Workspace(WorkspaceReader):
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"
+        self.store.ensure_dir(self.own_key)  # a symlink a peer put in its place is moved aside
+        self.own_checkpoint_size = len(checkpoint_bytes)
         # Re-publishing an iteration: drop the old record first, so it never names the new bytes.
         if self.store.exists(record_key):
             self.store.delete(record_key)
@@ -195,7 +198,15 @@ class Workspace(WorkspaceReader):
     def append_lineage(self, entry: LineageEntry) -> None:
         """Append one entry to this member's ``lineage.jsonl`` (one write, then fsync)."""
         to_plain(entry.to_dict(), "lineage entry")  # refuse what JSON readers could not read back
-        self.store.append(f"{self.own_key}/{LINEAGE_FILE}", entry.to_json_line())
+        key = f"{self.own_key}/{LINEAGE_FILE}"
+        try:
+            self.store.append(key, entry.to_json_line())
+        except Refused:  # a symlink or FIFO a peer put there: move it aside (never follow it), append anew
+            aside = f"{key}.foreign-{os.urandom(4).hex()}"
+            logger.warning("member %d: moving the foreign object at %s aside to %s", self.policy_idx,
+                           self.store.path(key), self.store.path(aside))
+            self.store.rename(key, aside)
+            self.store.append(key, entry.to_json_line())
 
     def best_record(self, member_idx: Optional[int] = None) -> Optional[Record]:
         """The record of a member's (default: own) copy of the population best, or None."""

@@ -88,3 +88,53 @@ def test_worker_skips_bad_files_refuses_the_pickle_and_ignores_the_dead_member(t
     assert not [e for e in decisions if e.donor == 2 or "candidate 2" in e.reason]
     assert sum("donor checkpoint unavailable" in e.reason for e in decisions) == len(refused)
     assert (ws / "001" / "000000.pth").exists()  # a peer's files are never touched
+
+
+def test_honest_population_trains_to_the_end_beside_a_hostile_peer(tmp_path: Path) -> None:
+    """Three honest members (0-2 of 4) train while benchmarks/hostile_peer.py, as member 3, keeps
+    planting every attack of issue 11: leader records whose checkpoint is a code-running pickle, a
+    numpy object-dtype scalar, a FIFO, a symlink out of the workspace, a 3 GiB sparse file, a NUL
+    name or a directory; block-nested YAML; FIFO records, heartbeats and locks; symlinks in place of
+    the victims' best directories and lineages."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import hostile_peer
+
+    ws, runs, outside, marker = tmp_path / "ws", tmp_path / "runs", tmp_path / "outside", tmp_path / "pwned"
+    hostile_peer.make_outside(outside)
+    digest = hostile_peer.tree_digest(outside)
+    workers = [Worker(worker_cmd(i, 4, ws, runs, "pbt.ready_after=0", "pbt.significance=null", f"seed={i}",
+                                 max_frames=120_000), tmp_path / f"worker{i}.log", tmp_path) for i in range(3)]
+    planter = None
+    try:
+        wait_for("a first record", lambda: (ws / "000" / "000001.yaml").exists(), 120, workers=workers)
+        planter = subprocess.Popen([sys.executable, str(Path(hostile_peer.__file__)), str(ws), "--attacker", "3",
+                                    "--victims", "0", "1", "2", "--outside", str(outside), "--marker", str(marker),
+                                    "--every", "0.05", "--count_file", str(tmp_path / "planted")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        codes = [w.wait(400) for w in workers]
+    finally:
+        if planter is not None:
+            planter.kill()
+            planter.wait(30)
+        for worker in workers:
+            worker.stop()
+    logs = [w.log() for w in workers]
+    assert codes == [0, 0, 0], [log[-3000:] for log in logs]
+    assert int((tmp_path / "planted").read_text()) >= 18  # every attack planted at least once
+    assert not marker.exists(), "a planted checkpoint ran code"
+    assert hostile_peer.tree_digest(outside) == digest, "a file outside the workspace changed"
+    assert sum(len(re.findall(r"refused \(", log)) for log in logs) > 0
+    reader = Workspace(ws, 0, 4)
+    for idx in range(3):
+        names = sorted(p.name for p in (ws / f"{idx:03d}").glob("*.yaml"))
+        assert names, idx
+        for name in names:  # every honest record on disk is intact: parses and its checksum matches
+            record = reader.latest_record(idx, max_iteration=int(name[:6]), verify=True)
+            assert record is not None and record.iteration == int(name[:6])
+    # Learning happened: a random Pendulum policy scores about -1200 (early records and lineage
+    # lines are gone: retention, and the peer's stolen lineages), trained ones above -600.
+    final = [reader.latest_record(i).objective for i in range(3)]
+    assert max(final) > -600, final
