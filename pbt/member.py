@@ -11,12 +11,12 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pbt.config import PbtConfig
 from pbt.keys import set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
-from pbt.mutation import current_params, validate_scheme
+from pbt.mutation import checked_params, current_params, validate_scheme
 from pbt.restart import build_restart_argv
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
 from pbt.storage import LineageEntry, Record, Workspace
@@ -80,7 +80,7 @@ class PbtMember:
         self.cfg = cfg
         self.pbt = PbtConfig.from_mapping(cfg["pbt"])
         self.pbt.validate_population()
-        validate_scheme(self.pbt.explore.mutation, cfg)
+        validate_scheme(self.pbt.explore.mutation, cfg, self.pbt.explore.bounds)
         self.run_dir = Path(run_dir)
         self.argv = list(argv)
         self.workspace = Workspace(self.pbt.workspace, self.pbt.policy_idx, self.pbt.num_policies)
@@ -95,6 +95,8 @@ class PbtMember:
         self.peer_watch = PeerWatch(self.workspace, self.pbt.liveness.heartbeat_timeout)
         self.lineage = LineageLog(self.workspace, self.pbt.on_write_error)
         self.write_failing = False
+        self.refused_checksums: Set[str] = set()
+        self.refusals_logged: Set[Tuple[int, str]] = set()
 
     # -- start-up -----------------------------------------------------------------------------
     def startup(self) -> Dict[str, Any]:
@@ -121,7 +123,7 @@ class PbtMember:
             record = self.workspace.latest_record(idx, verify=True)
             if record is not None:
                 self.resume_record = record
-                self.params = {k: v for k, v in record.params.items() if k in self.pbt.explore.mutation}
+                self.params = self._checked_resume(record.params, f"its record of iteration {record.iteration}")
                 log.info("PBT policy %d resumes from its iteration %d (frame %d) in %s",
                          idx, record.iteration, record.frame, root)
                 return
@@ -134,8 +136,7 @@ class PbtMember:
                 )
             lineage = self.workspace.read_lineage()
             if lineage:  # killed before its first record: keep the hyperparameters it started with
-                after = lineage[-1].params_after
-                self.params = {k: after.get(k, v) for k, v in self.params.items()}
+                self.params = self._checked_resume(lineage[-1].params_after, "its lineage")
                 log.info("PBT policy %d has no record yet but a lineage: starting from frame 0 with its "
                          "recorded hyperparameters", idx)
                 return
@@ -158,6 +159,31 @@ class PbtMember:
         self.params = initial_mutation(self.params, self.pbt, self.rng)
         self.append_lineage(MUTATE, None, "initial mutation of a fresh member", before, self.params,
                             frame=0, iteration=0, objective=None, mode=STARTUP)
+
+    def _checked_resume(self, saved: Any, source: str) -> Dict[str, Any]:
+        """The config's hyperparameters with the saved ones that pass the scheme's check; a saved
+        value that fails it (written by another version, or planted) is logged and not used."""
+        explore = self.pbt.explore
+        clean, problems = checked_params(saved, self.params, explore.mutation, explore.bounds)
+        for problem in problems:
+            log.warning("PBT policy %d: not resuming a hyperparameter from %s: %s; using the configured value",
+                        self.pbt.policy_idx, source, problem)
+        return {key: clean.get(key, value) for key, value in self.params.items()}
+
+    def refuse_donor(self, idx: int, why: str, checksum: Optional[str] = None) -> None:
+        """Never take member ``idx``'s record (its checkpoint ``checksum``, when given) as a donor:
+        logged once per member and reason; the refused checkpoint is banned while it is that
+        member's newest."""
+        for seen in (self.refused_checksums, self.refusals_logged):
+            if len(seen) > 1000:  # a peer writing new junk every time: stay bounded
+                seen.clear()
+        if checksum:
+            self.refused_checksums.add(checksum)
+        if (idx, why) in self.refusals_logged:
+            return
+        self.refusals_logged.add((idx, why))
+        log.warning("PBT policy %d: refusing member %d as a donor: %s. It stays ranked but neither its weights nor "
+                    "its hyperparameters are taken while its record is like this.", self.pbt.policy_idx, idx, why)
 
     def heartbeat(self, frame: int) -> None:
         """Tell the heartbeat thread the frame count (called after every epoch; cheap)."""
@@ -221,8 +247,10 @@ class PbtMember:
         peers[self.pbt.policy_idx] = own
         stale = [i for i, status in self.check_peers().items() if status.state == STALE]
         banned = disallowed_donors(peers.values(), stale)
+        banned |= {i for i, r in peers.items() if r.checksum in self.refused_checksums}
         member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
-        decision = decide(member, list(peers.values()), self.pbt, self.rng, banned_donors=banned)
+        decision = decide(member, list(peers.values()), self.pbt, self.rng, banned_donors=banned,
+                          on_refused=self.refuse_donor)
         self.best_interval_objective = None
         self.keep_best(peers)
         self.workspace.cleanup(peers)

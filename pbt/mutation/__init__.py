@@ -15,15 +15,20 @@ from pbt.mutation.base import (
     GENERAL_RANGE,
     HYPERPARAMETER,
     TARGETS,
+    UNBOUNDED,
     WEIGHTS,
     HyperparameterMutation,
+    InvalidValueError,
     Mutation,
     MutationFunc,
 )
-from pbt.mutation.explore import BOUND_SCALES, DEFAULT_MUTATION, ExploreConfig
+from pbt.mutation.explore import (BOUND_SCALES, DEFAULT_MUTATION, FROZEN_KEYS, FROZEN_TREES, ExploreConfig,
+                                  frozen_reason)
 from pbt.mutation.hyperparameters import (
     DISCOUNT_CHANGE_RANGE,
+    DISCOUNT_VALUE_RANGE,
     EPS_CLIP_RANGE,
+    MIN_1_RANGE,
     MINI_EPOCHS_RANGE,
     mutate_discount,
     mutate_eps_clip,
@@ -32,9 +37,12 @@ from pbt.mutation.hyperparameters import (
     mutate_mini_epochs,
 )
 from pbt.mutation.registry import MUTATION_FUNCS, MUTATIONS, get_mutation, get_mutation_func
-from pbt.mutation.scheme import clamp, current_params, mutate, mutate_params, validate_scheme
+from pbt.mutation.scheme import (allowed_range, check_value, checked_params, clamp, current_params, mutate,
+                                 mutate_params, validate_scheme)
 
 __all__ = [
+    "DISCOUNT_VALUE_RANGE", "FROZEN_KEYS", "FROZEN_TREES", "InvalidValueError", "MIN_1_RANGE", "UNBOUNDED",
+    "allowed_range", "check_value", "checked_params", "frozen_reason",
     "ARCHITECTURE", "BOUND_SCALES", "CHANGE_RANGES", "DEFAULT_MUTATION", "DISCOUNT_CHANGE_RANGE",
     "DISCOUNT_RANGE", "EPS_CLIP_RANGE", "GENERAL_RANGE", "HYPERPARAMETER", "MINI_EPOCHS_RANGE",
     "MUTATIONS", "MUTATION_FUNCS", "TARGETS", "WEIGHTS", "ExploreConfig", "HyperparameterMutation",

@@ -28,6 +28,13 @@ CHANGE_RANGES: Tuple[str, ...] = (GENERAL_RANGE, DISCOUNT_RANGE)
 MutationFunc = Callable[[Any, random.Random, float, float], Any]
 """``func(value, rng, change_min, change_max) -> new value``."""
 
+UNBOUNDED: Tuple[float, float] = (-math.inf, math.inf)
+
+
+class InvalidValueError(ConfigError):
+    """A hyperparameter value that no member may train with (not a number, not finite, outside the
+    mutation's own range or ``pbt.bounds``)."""
+
 
 class Mutation(abc.ABC):
     """One registered mutation, used by name in ``pbt.mutation`` schemes."""
@@ -43,6 +50,11 @@ class Mutation(abc.ABC):
     def validate(self, value: Any) -> Any:
         """``value`` as this mutation reads it; ConfigError (what is wrong, how to fix) otherwise."""
         return value
+
+    def check(self, value: Any, bound: Optional[Mapping[str, Any]] = None) -> Any:
+        """``value`` as a member may train with it (a donor's, a resumed one); InvalidValueError
+        otherwise. Stricter than :meth:`validate`, which also reads config spellings."""
+        return self.validate(value)
 
     @abc.abstractmethod
     def apply(self, value: Any, rng: random.Random, change: Tuple[float, float],
@@ -95,9 +107,38 @@ class HyperparameterMutation(Mutation):
     """GENERAL_RANGE or DISCOUNT_RANGE."""
     linear_bounds: bool = False
     """Supports ``scale: linear`` bounds: an additive step of (k - 1) * (max - min) replaces ``func``."""
+    value_range: Tuple[float, float] = UNBOUNDED
+    """The function's own range [low, high]: every value it returns lies in it (mutate_eps_clip:
+    [0.01, 0.3]). ``pbt.bounds`` can only narrow it (:meth:`allowed_range`)."""
 
     def validate(self, value: Any) -> Any:
         return as_int(value, self.name) if self.value_type is int else as_float(value)
+
+    def allowed_range(self, bound: Optional[Mapping[str, Any]] = None) -> Tuple[float, float]:
+        """The function's own range intersected with the key's ``pbt.bounds`` (the rule: the
+        function's range wins, bounds narrow it). Empty (low > high) only for contradictory bounds,
+        which :class:`pbt.mutation.explore.ExploreConfig` refuses."""
+        low, high = self.value_range
+        if bound is not None:
+            if bound.get("min") is not None:
+                low = max(low, float(bound["min"]))
+            if bound.get("max") is not None:
+                high = min(high, float(bound["max"]))
+        return low, high
+
+    def check(self, value: Any, bound: Optional[Mapping[str, Any]] = None) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidValueError(f"{value!r} ({type(value).__name__}) is not a number")
+        if not math.isfinite(value):
+            raise InvalidValueError(f"{value!r} is not finite")
+        if self.value_type is int:
+            if not float(value).is_integer():
+                raise InvalidValueError(f"{value!r} is not a whole number ({self.name} keeps an int)")
+            value = int(value)
+        low, high = self.allowed_range(bound)
+        if not low <= value <= high:
+            raise InvalidValueError(f"{value!r} is outside [{low:g}, {high:g}] ({self.name}'s range and pbt.bounds)")
+        return value
 
     def apply(self, value: Any, rng: random.Random, change: Tuple[float, float],
               bound: Optional[Mapping[str, Any]] = None) -> Any:

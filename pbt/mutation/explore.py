@@ -5,9 +5,10 @@ routes them here.
 """
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 from pbt.errors import ConfigError
+from pbt.mutation.base import HyperparameterMutation
 from pbt.mutation.registry import get_mutation
 from pbt.sections import PARSER, Section, require, require_finite, to_float, type_error
 
@@ -26,6 +27,34 @@ DEFAULT_MUTATION: Dict[str, str] = {
     _PREFIX + "tau": "mutate_discount",
 }
 """The default mutation scheme (the same mapping as ``configs/pbt/mutation/default.yaml``)."""
+
+FROZEN_TREES: Dict[str, str] = {
+    "pbt": "PBT's own settings: a donor's pbt.policy_idx would make two processes train one member",
+    "hydra": "Hydra's run settings",
+    "train.params.algo": "the learner",
+}
+"""Config keys that never mutate, with everything under them, and why."""
+FROZEN_KEYS: Dict[str, str] = {
+    **{key: "the member's identity or run" for key in (
+        "seed", "experiment", "train_dir", "checkpoint", "task", "task_name", "task.name", "train.params.seed",
+        "train.params.config.name", "train.params.config.full_experiment_name", "train.params.config.env_name",
+        "sim_device", "rl_device", "graphics_device_id", "headless", "torch_threads", "wandb_activate",
+        "wandb_project", "wandb_entity", "wandb_group", "wandb_name")},
+    **{key: "the training budget, counted across restarts" for key in (
+        "max_frames", "train.params.config.max_frames", "train.params.config.max_epochs")},
+}
+"""Single config keys that never mutate, and why."""
+
+
+def frozen_reason(key: str) -> Optional[str]:
+    """Why the config key ``key`` must never be mutated (None: it may be)."""
+    if key in FROZEN_KEYS:
+        return FROZEN_KEYS[key]
+    for tree, why in FROZEN_TREES.items():
+        if key == tree or key.startswith(tree + "."):
+            return why
+    return None
+
 
 BOUND_SCALES = ("log", "linear")
 """Values of ``scale`` in ``pbt.bounds``."""
@@ -108,6 +137,7 @@ class ExploreConfig(Section):
                 f"a finite number >= pbt.discount_change_min ({self.discount_change_min})")
         self.bounds = to_bounds("bounds", self.bounds)
         self._check_mutation_names()
+        self._check_bounds()
 
     def _check_mutation_names(self) -> None:
         for key, name in self.mutation.items():
@@ -117,7 +147,25 @@ class ExploreConfig(Section):
                     f"{key!r}: {name!r}. "
                     "Write entries like 'train.params.config.gamma: mutate_discount'."
                 )
+            why = frozen_reason(key)
+            if why is not None:
+                raise ConfigError(f"pbt.mutation['{key}']: this key must never mutate ({why}): members would "
+                                  "copy it from donors. Remove it from the pbt.mutation scheme.")
             try:
                 get_mutation(name)
             except ConfigError as exc:
                 raise ConfigError(f"pbt.mutation['{key}']: {exc}") from exc
+
+    def _check_bounds(self) -> None:
+        """Bounds must leave room inside the function's own range (the range wins, bounds narrow it)."""
+        for key, bound in self.bounds.items():
+            mutation = get_mutation(self.mutation[key]) if key in self.mutation else None
+            if not isinstance(mutation, HyperparameterMutation):
+                continue
+            low, high = mutation.allowed_range(bound)
+            if low > high:
+                own_low, own_high = mutation.value_range
+                raise ConfigError(
+                    f"pbt.bounds['{key}'] (min {bound['min']}, max {bound['max']}) does not overlap {mutation.name}'s own "
+                    f"range [{own_low:g}, {own_high:g}]: no value could satisfy both. Set bounds inside that "
+                    "range or use another mutation function.")

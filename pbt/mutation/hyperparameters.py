@@ -4,6 +4,7 @@ Every function takes the value, an explicit ``random.Random`` and the change ran
 reproducible from a seed; the draw order is upstream's. Their properties (value type, change range,
 linear bounds) are declared where they are registered, in :mod:`pbt.mutation.registry`.
 """
+import math
 import random
 from typing import Any
 
@@ -13,6 +14,10 @@ EPS_CLIP_RANGE = (0.01, 0.3)
 """Clamp of ``mutate_eps_clip``."""
 MINI_EPOCHS_RANGE = (1, 8)
 """Clamp of ``mutate_mini_epochs``."""
+MIN_1_RANGE = (1.0, math.inf)
+"""Range of ``mutate_float_min_1``."""
+DISCOUNT_VALUE_RANGE = (0.0, 1.0)
+"""Range of a discount (gamma, tau) that ``mutate_discount`` changes."""
 DISCOUNT_CHANGE_RANGE = (1.1, 1.2)
 """Default change range of ``mutate_discount`` (as upstream: large gamma changes upset the critic);
 ``pbt.discount_change_min/max`` set it."""

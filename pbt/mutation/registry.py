@@ -9,6 +9,10 @@ from typing import Dict, Tuple
 from pbt.errors import ConfigError, did_you_mean
 from pbt.mutation.base import DISCOUNT_RANGE, HyperparameterMutation, Mutation, MutationFunc
 from pbt.mutation.hyperparameters import (
+    DISCOUNT_VALUE_RANGE,
+    EPS_CLIP_RANGE,
+    MIN_1_RANGE,
+    MINI_EPOCHS_RANGE,
     mutate_discount,
     mutate_eps_clip,
     mutate_float,
@@ -18,10 +22,11 @@ from pbt.mutation.hyperparameters import (
 
 _ENTRIES: Tuple[Mutation, ...] = (
     HyperparameterMutation("mutate_float", mutate_float, linear_bounds=True),
-    HyperparameterMutation("mutate_float_min_1", mutate_float_min_1, linear_bounds=True),
-    HyperparameterMutation("mutate_eps_clip", mutate_eps_clip),
-    HyperparameterMutation("mutate_mini_epochs", mutate_mini_epochs, value_type=int),
-    HyperparameterMutation("mutate_discount", mutate_discount, change_range=DISCOUNT_RANGE),
+    HyperparameterMutation("mutate_float_min_1", mutate_float_min_1, linear_bounds=True, value_range=MIN_1_RANGE),
+    HyperparameterMutation("mutate_eps_clip", mutate_eps_clip, value_range=EPS_CLIP_RANGE),
+    HyperparameterMutation("mutate_mini_epochs", mutate_mini_epochs, value_type=int, value_range=MINI_EPOCHS_RANGE),
+    HyperparameterMutation("mutate_discount", mutate_discount, change_range=DISCOUNT_RANGE,
+                           value_range=DISCOUNT_VALUE_RANGE),
 )
 
 MUTATIONS: Dict[str, Mutation] = {mutation.name: mutation for mutation in _ENTRIES}

@@ -12,7 +12,7 @@ that saves and loads its full state.
 """
 import logging
 import math
-from typing import Any, Callable, ClassVar, Dict, List, Mapping
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence
 
 from pbt.errors import ConfigError
 from pbt.storage.checkpoints import model_fingerprint
@@ -37,6 +37,59 @@ def nonfinite_tensors(state: Mapping[str, Any], limit: int = 3) -> List[str]:
             if len(bad) >= limit:
                 break
     return bad
+
+
+def state_dict_mismatch(own: Mapping[str, Any], other: Any, where: str, limit: int = 3) -> Optional[str]:
+    """Why ``other`` cannot be loaded into a module whose state_dict is ``own`` with
+    ``load_state_dict`` (strict): missing or unexpected keys, a value that is no tensor, another
+    shape. None when it fits. Reads only; copies nothing."""
+    import torch
+
+    if not isinstance(other, Mapping):
+        return f"{where} is a {type(other).__name__}, not a state_dict"
+    missing = sorted(set(own) - set(other))
+    extra = sorted(str(k) for k in set(other) - set(own))
+    if missing or extra:
+        parts = ([f"missing {', '.join(missing[:limit])}{' ...' if len(missing) > limit else ''}"] if missing else []) + \
+            ([f"unexpected {', '.join(extra[:limit])}{' ...' if len(extra) > limit else ''}"] if extra else [])
+        return f"{where} keys differ: {'; '.join(parts)}"
+    for key in own:
+        mine, theirs = own[key], other[key]
+        if not isinstance(mine, torch.Tensor):
+            continue
+        if not isinstance(theirs, torch.Tensor):
+            return f"{where}['{key}'] is a {type(theirs).__name__}, not a tensor"
+        if tuple(theirs.shape) != tuple(mine.shape):
+            return f"{where}['{key}'] has shape {tuple(theirs.shape)}, this agent's {tuple(mine.shape)}"
+    return None
+
+
+def optimizer_mismatch(optimizer: Any, other: Any, where: str) -> Optional[str]:
+    """Why ``other`` cannot be loaded into ``optimizer`` (torch.optim): another number of groups or
+    parameters, or per-parameter state (Adam's moments) shaped unlike the parameter. None: fits."""
+    import torch
+
+    if not isinstance(other, Mapping) or not isinstance(other.get("param_groups"), Sequence) \
+            or not isinstance(other.get("state"), Mapping):
+        return f"{where} is not an optimizer state_dict (param_groups and state)"
+    groups = optimizer.param_groups
+    theirs = other["param_groups"]
+    if len(theirs) != len(groups):
+        return f"{where} has {len(theirs)} parameter groups, this agent's {len(groups)}"
+    shapes: Dict[Any, tuple] = {}
+    for index, (mine, group) in enumerate(zip(groups, theirs)):
+        ids = group.get("params") if isinstance(group, Mapping) else None
+        if not isinstance(ids, Sequence) or len(ids) != len(mine["params"]):
+            return f"{where} group {index} holds {len(ids) if isinstance(ids, Sequence) else '?'} parameters, " \
+                   f"this agent's {len(mine['params'])}"
+        shapes.update({pid: tuple(param.shape) for pid, param in zip(ids, mine["params"])})
+    for pid, entry in other["state"].items():
+        if pid not in shapes or not isinstance(entry, Mapping):
+            return f"{where} has state for an unknown parameter {pid!r}"
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and tuple(value.shape) != shapes[pid]:
+                return f"{where} state {pid}.{name} has shape {tuple(value.shape)}, its parameter {shapes[pid]}"
+    return None
 
 
 def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, Any]:
@@ -97,9 +150,54 @@ class AgentAdapter:
         """Weights, normalizers, optimizer, frame and epoch counts and env state (a checkpoint)."""
         return self.algo.get_full_state_weights()
 
+    def state_problem(self, state: Any, counts: bool = False) -> Optional[str]:
+        """Why ``state`` (a checkpoint) cannot be loaded into this agent, checked before one tensor is
+        copied: the model's keys and shapes, the normalizers, the optimizer, the central value net
+        (everything ``set_full_state_weights`` loads), and with ``counts`` the frame and epoch.
+        None when it fits."""
+        algo = self.algo
+        if not isinstance(state, Mapping):
+            return f"the checkpoint is a {type(state).__name__}, not a dict"
+        problem = state_dict_mismatch(algo.model.state_dict(), state.get("model"), "model")
+        for name, module in self._stats_modules().items():  # set_stats_weights loads these when present
+            if problem is None and (name in state or name == "advantage_mean_std"):
+                problem = state_dict_mismatch(module.state_dict(), state.get(name), name)
+        if problem is None and getattr(algo, "optimizer", None) is not None:
+            problem = optimizer_mismatch(algo.optimizer, state.get("optimizer"), "optimizer")
+        if problem is None and getattr(algo, "has_central_value", False):
+            net = algo.central_value_net
+            problem = state_dict_mismatch(net.state_dict(), state.get("assymetric_vf_nets"), "assymetric_vf_nets")
+            if problem is None and "assymetric_vf_optimizer" in state:
+                problem = optimizer_mismatch(net.optimizer, state["assymetric_vf_optimizer"], "assymetric_vf_optimizer")
+        if problem is None and counts:
+            for key in ("frame", "epoch"):
+                value = state.get(key)
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    problem = f"its {key} is {value!r}, not a count"
+        return problem
+
+    def _stats_modules(self) -> Dict[str, Any]:
+        """The normalizers rl_games' ``set_stats_weights`` loads, by checkpoint key."""
+        algo = self.algo
+        model = algo.model
+        modules: Dict[str, Any] = {}
+        if getattr(algo, "normalize_rms_advantage", False):
+            modules["advantage_mean_std"] = algo.advantage_mean_std
+        if getattr(algo, "normalize_input", False) and hasattr(model, "running_mean_std"):
+            modules["running_mean_std"] = model.running_mean_std
+        if getattr(algo, "normalize_value", False) and hasattr(model, "value_mean_std"):
+            modules["reward_mean_std"] = model.value_mean_std
+        return modules
+
     def restore(self, state: Mapping[str, Any], config: Mapping[str, Any]) -> None:
         """Load a checkpoint of this member (frame and epoch counts included), then put the
-        configured hyperparameters (``config``: the rl_games agent settings) back in force."""
+        configured hyperparameters (``config``: the rl_games agent settings) back in force.
+        ConfigError, before anything is loaded, when the checkpoint does not fit this agent."""
+        problem = self.state_problem(state, counts=True)
+        if problem is not None:
+            raise ConfigError(f"the checkpoint does not fit this agent: {problem}. It was written by an agent with "
+                              "another network or observation/action space: start from a checkpoint of this "
+                              "configuration, or set the network (train.params.network) it was trained with.")
         self.algo.set_full_state_weights(state, set_epoch=True)
 
     def load_weights(self, state: Mapping[str, Any]) -> None:

@@ -17,6 +17,8 @@ from pbt.selection.population import (
     check_policy_idx,
     eligible_donors,
     group_size,
+    invalid_donors,
+    is_diverged,
     is_ready,
     known_objective,
     mean_std,
@@ -39,5 +41,5 @@ __all__ = [
     "KEEP", "MUTATE", "REPLACE", "STRATEGIES", "Context", "Decision", "DexPbt", "DexPbtConfig", "MemberState",
     "SelectionGates", "SelectionSettings", "Strategy", "Threshold", "ThresholdConfig", "check_policy_idx",
     "decide", "default_settings", "eligible_donors", "get_strategy", "group_size", "initial_mutation",
-    "is_ready", "known_objective", "mean_std", "population_view", "rank", "strategy_names", "trimmed_std",
+    "invalid_donors", "is_diverged", "is_ready", "known_objective", "mean_std", "population_view", "rank", "strategy_names", "trimmed_std",
 ]

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, List, Optional, Sequence
 from pbt.sections import Section, require, require_finite
 from pbt.selection.base import MemberState, Decision, Strategy, fmt, ready_gate, significance, timing_gate, \
     unknown_gate
-from pbt.selection.population import (View, eligible_donors, group_size, known_objective, merge_params,
-                                      population_view, rank, records, trimmed_std)
+from pbt.selection.population import (View, diverged_significance, eligible_donors, group_size, is_diverged,
+                                      known_objective, merge_params, population_view, rank, records, trimmed_std)
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -51,12 +51,16 @@ class DexPbt(Strategy):
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
         gates = self.ctx.gates
         idx = own.record.policy_idx
-        timing = timing_gate(own, gates) or unknown_gate(own) or ready_gate(own, gates)
+        diverged = is_diverged(own.record)
+        if diverged:  # only the population's warm-up holds a diverged member back
+            timing = _delay_gate(own, gates.initial_delay)
+        else:
+            timing = timing_gate(own, gates) or unknown_gate(own) or ready_gate(own, gates)
         if timing is not None:
             return self.keep(own, timing)
         view = population_view(own.record, peers, self.ctx.num_policies)
         ranking = rank(view, idx)
-        gate = None if gates.dbg_mode else self._gates(own, view, ranking)
+        gate = None if gates.dbg_mode or diverged else self._gates(own, view, ranking)
         if gate is not None:
             return self.keep(own, gate)
         best = [i for i in self._best_group(ranking, view) if i != idx]
@@ -102,12 +106,20 @@ class DexPbt(Strategy):
                    f"absolute threshold {fmt(abs_threshold)}")
         own_params = dict(own.record.params)
         if delta > std_threshold and delta > abs_threshold:
-            significant, test = significance(donor, own.record, self.ctx.gates)
+            significant, test = diverged_significance(own.record) or significance(donor, own.record, self.ctx.gates)
             if significant:
-                base = merge_params(own_params, donor) if rng.random() < 0.5 else own_params
+                # A diverged member's own hyperparameters diverged: it takes the donor's.
+                take_donors = rng.random() < 0.5 or is_diverged(own.record)
+                base = merge_params(own_params, donor) if take_donors else own_params
                 return self.act(own, donor, base, f"replace: {numbers}{test}", rng)
             return self.act(own, None, own_params, f"mutate only, lead not significant: {numbers}{test}", rng)
         return self.act(own, None, own_params, f"mutate only, lead too small: {numbers}", rng)
+
+
+def _delay_gate(own: MemberState, initial_delay: int) -> Optional[str]:
+    if own.record.frame < initial_delay:
+        return f"initial_delay: frame {fmt(own.record.frame)} < {fmt(initial_delay)}"
+    return None
 
 
 def _hysteresis_value(own: MemberState) -> float:

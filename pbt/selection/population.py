@@ -2,7 +2,8 @@
 sizes, spread, and who may be a donor. Pure functions; peers are visited in policy_idx order, so
 everything here is reproducible."""
 import math
-from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 from pbt.errors import ConfigError
 
@@ -45,6 +46,22 @@ def _age_key(record: "Record") -> Tuple[int, int, float, str, str, str]:
     """Newest first by iteration, frame, time; the rest only makes the order total."""
     return (record.iteration, record.frame, record.time, record.checksum, record.checkpoint,
             repr(record.objective))
+
+
+def is_diverged(record: "Record") -> bool:
+    """True when the record's objective is NaN or inf (training diverged, or the env reported it):
+    such a member ranks last, skips the gates that protect a member's standing and is replaced
+    from a leader. None (not measured yet) is not diverged."""
+    objective = record.objective
+    return objective is not None and not (isinstance(objective, (int, float)) and math.isfinite(objective))
+
+
+def diverged_significance(own: "Record") -> Optional[Tuple[bool, str]]:
+    """(True, why) for a diverged member: it has no episode returns to test (the rollback cleared
+    them) and any finite leader beats NaN, so the significance test is skipped. None otherwise."""
+    if is_diverged(own):
+        return True, "; own objective not finite: significance test skipped"
+    return None
 
 
 def known_objective(record: Optional["Record"]) -> Optional[float]:
@@ -110,6 +127,21 @@ def eligible_donors(candidates: Iterable["Record"], ready_after: int,
     """The candidates that may be donors: ready, and not banned (a banned member still counts in
     the ranking, its groups and spread; it is only never copied)."""
     return [r for r in candidates if r.policy_idx not in banned and is_ready(r, ready_after)]
+
+
+def invalid_donors(view: View, own_idx: int, check: Callable[[Any], Sequence[str]]) -> Dict[int, str]:
+    """policy_idx -> why that member's record cannot be a donor: ``check(record.params)`` found
+    problems (hyperparameters no member may train with). Such a member stays ranked; neither its
+    hyperparameters nor its weights are taken."""
+    refused: Dict[int, str] = {}
+    for idx in sorted(view):
+        record = view[idx]
+        if idx == own_idx or record is None:
+            continue
+        problems = list(check(record.params))
+        if problems:
+            refused[idx] = "; ".join(problems)
+    return refused
 
 
 def merge_params(own: Mapping[str, Any], donor: "Record") -> Dict[str, Any]:

@@ -5,16 +5,18 @@ Adding a strategy: a module in ``pbt/selection/`` with its :class:`~pbt.selectio
 subclass and settings dataclass, and one entry in ``STRATEGIES``. Its flat keys are then accepted by
 ``PbtConfig`` (each strategy's keys must be unique across the ``pbt`` group).
 """
+import dataclasses
 import logging
 import random
-from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Mapping, Protocol, Sequence, Tuple, Type
+from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence,
+                    Tuple, Type)
 
 from pbt.mutation.explore import ExploreConfig
-from pbt.mutation.scheme import mutate_params
+from pbt.mutation.scheme import checked_params, mutate_params
 from pbt.sections import Section, choice_error
-from pbt.selection.base import Context, Decision, MemberState, SelectionGates, Strategy
+from pbt.selection.base import KEEP, Context, Decision, MemberState, SelectionGates, Strategy
 from pbt.selection.dexpbt import DexPbt
-from pbt.selection.population import check_policy_idx
+from pbt.selection.population import check_policy_idx, invalid_donors, population_view
 from pbt.selection.threshold import Threshold
 
 if TYPE_CHECKING:
@@ -60,11 +62,16 @@ def default_settings() -> Dict[str, Section]:
 
 
 def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, rng: random.Random,
-           *, banned_donors: AbstractSet[int] = frozenset()) -> Decision:
+           *, banned_donors: AbstractSet[int] = frozenset(),
+           on_refused: Optional[Callable[[int, str], None]] = None) -> Decision:
     """Decide what this member does at this PBT iteration, by the strategy ``cfg.selection``.
 
     ``banned_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
-    never taken as donors (e.g. members whose heartbeat went stale).
+    never taken as donors (e.g. members whose heartbeat went stale). Members whose record carries
+    hyperparameters no member may train with (``pbt.mutation.checked_params``: not a number, not
+    finite, outside the function's range or ``pbt.bounds``) are banned the same way, and
+    ``on_refused(policy_idx, why)`` is called for each (default: logged). Never raises for a peer's
+    junk, and never returns a changed hyperparameter that fails that check.
     """
     strategy_class = get_strategy(cfg.selection)
     check_policy_idx(own.record.policy_idx, cfg.num_policies)
@@ -73,11 +80,36 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
     def mutate(params: Mapping[str, Any], rng: random.Random) -> Dict[str, Any]:
         return mutate_params(params, explore, rng)
 
-    context = Context(cfg.num_policies, cfg.gates, mutate, frozenset(banned_donors))
+    def check(params: Any) -> List[str]:
+        return checked_params(params, own.record.params, explore.mutation, explore.bounds)[1]
+
+    view = population_view(own.record, peers, cfg.num_policies)
+    refused = invalid_donors(view, own.record.policy_idx, check)
+    for idx, why in refused.items():
+        if on_refused is not None:
+            on_refused(idx, why)
+        else:
+            logger.warning("PBT policy %d: member %d is no donor: %s", own.record.policy_idx, idx, why)
+    context = Context(cfg.num_policies, cfg.gates, mutate, frozenset(banned_donors) | frozenset(refused))
     strategy = strategy_class(cfg.strategies[cfg.selection], context)
-    decision = strategy.decide(own, peers, rng)
+    decision = _checked(strategy.decide(own, peers, rng), explore)
     logger.debug("PBT policy %d: %s (%s)", own.record.policy_idx, decision.action, decision.reason)
     return decision
+
+
+def _checked(decision: Decision, explore: ExploreConfig) -> Decision:
+    """``decision`` with its changed hyperparameters in their checked form (a whole float of an int
+    key becomes an int); a keep when one fails the check (a guard: donors and mutations are checked
+    already)."""
+    changed = {key: after for key, (_, after) in decision.changed_params.items()}
+    clean, problems = checked_params(changed, changed, explore.mutation, explore.bounds)
+    if problems:
+        why = "; ".join(problems)
+        logger.error("PBT: refusing a decision with invalid hyperparameters (%s); keeping", why)
+        params = dict(decision.params_before)
+        return Decision(KEEP, None, f"{decision.reason}; not acted on, invalid hyperparameters: {why}", params,
+                        dict(params))
+    return dataclasses.replace(decision, params_after={**decision.params_after, **clean})
 
 
 def initial_mutation(params: Mapping[str, Any], cfg: SelectionSettings, rng: random.Random) -> Dict[str, Any]:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Sequence, Tuple
 
 from pbt.sections import Section, require_finite
 from pbt.selection.base import MemberState, Decision, Strategy, fmt, ready_gate, significance, unknown_gate
-from pbt.selection.population import eligible_donors, known_objective, mean_std, merge_params, population_view, \
-    records
+from pbt.selection.population import diverged_significance, eligible_donors, is_diverged, known_objective, \
+    mean_std, merge_params, population_view, records
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -45,7 +45,8 @@ class Threshold(Strategy):
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
         gates = self.ctx.gates
         idx = own.record.policy_idx
-        unknown = unknown_gate(own) or ready_gate(own, gates)
+        # A diverged member (NaN/inf objective) is not judged by the ready rule: it is replaced.
+        unknown = None if is_diverged(own.record) else unknown_gate(own) or ready_gate(own, gates)
         if unknown is not None:
             return self.keep(own, unknown)
         view = population_view(own.record, peers, self.ctx.num_policies)
@@ -59,6 +60,9 @@ class Threshold(Strategy):
             return self.keep(own, f"not an underperformer: objective {fmt(own_objective)} >= lower cut "
                                   f"({numbers})")
         above = records(view, [i for i, o in known.items() if o > upper and i != idx])
+        if not above and is_diverged(own.record):  # no spread to cut (e.g. one known peer): the best will do
+            top = max(known.values())
+            above = records(view, [i for i, o in known.items() if o == top and i != idx])
         leaders = eligible_donors(above, gates.ready_after, self.ctx.banned_donors)
         own_params = dict(own.record.params)
         if not leaders:
@@ -67,7 +71,7 @@ class Threshold(Strategy):
         donor = rng.choice(leaders)
         reason = (f"underperformer (objective {fmt(own_objective)}), leader {donor.policy_idx} "
                   f"objective {fmt(donor.objective)} ({numbers})")
-        significant, test = significance(donor, own.record, gates)
+        significant, test = diverged_significance(own.record) or significance(donor, own.record, gates)
         if not significant:
             return self.act(own, None, own_params, f"mutate only, lead not significant: {reason}{test}", rng)
         return self.act(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
