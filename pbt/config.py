@@ -62,8 +62,10 @@ class PbtConfig:
     interval_steps: int = 10_000_000
     """Env frames between two PBT iterations (``iteration = frame // interval_steps``)."""
     objective: str = "true_objective"
-    """Dotted key into the env infos of the objective to maximise; the mean episode reward is used
-    when the env never reports it."""
+    """What to maximise: a trainer statistic (``episode_return``, ``episode_length``:
+    :data:`pbt.objective.TRAINER_STATISTICS`) or a dotted key into the env infos (``episode.<key>``
+    for a scalar under ``infos["episode"]``); the default ``true_objective`` falls back to the mean
+    episode return when the env never reports it."""
     selection: str = "dexpbt"
     """Selection strategy, a name in :data:`pbt.selection.registry.STRATEGIES`: "dexpbt" (IsaacGymEnvs:
     worst/best groups, hysteresis, std thresholds) or "threshold" (Isaac Lab: mean +/- k*std cuts)."""

@@ -1,6 +1,8 @@
 """The PBT objective of a member, gathered from the env's infos each step (no torch import).
 
-``objective`` is a dotted key into the infos dict (``true_objective``, ``episode.success``...):
+``objective`` names a trainer statistic (:data:`TRAINER_STATISTICS`: ``episode_return``,
+``episode_length``) or a dotted key into the infos dict (``true_objective``, ``episode.success``:
+a scalar the env reports under ``infos["episode"]``, Isaac Lab style). Either is tracked the same way:
 
 * a per-env vector: the entries of envs that just finished an episode are that episode's objective
   (IsaacGymEnvs' ``true_objective`` convention). The objective is the mean over envs of each env's
@@ -17,10 +19,25 @@ the last ``num_envs`` finished episodes are all complete ones.
 """
 import math
 from collections import deque
-from typing import Any, Deque, List, Mapping, Optional, Sequence
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 #: How many recent per-episode objectives a member keeps for its record.
 EPISODE_HISTORY = 256
+
+#: Names ``pbt.objective`` may give besides the env's info keys: what rl_games' ``game_rewards`` and
+#: ``game_lengths`` meters average, taken per finished episode (the worker adds them to the infos).
+TRAINER_STATISTICS: Dict[str, str] = {
+    "episode_return": "mean episode return (undiscounted, unshaped reward sum: rl_games' game_rewards)",
+    "episode_length": "mean episode length in env steps (rl_games' game_lengths)",
+}
+
+
+def objective_choices(info_keys: Sequence[str]) -> str:
+    """What ``pbt.objective`` may name, for error messages: the trainer statistics, then the env's keys."""
+    stats = "; ".join(f"{name}: {what}" for name, what in TRAINER_STATISTICS.items())
+    env = [key for key in info_keys if key not in TRAINER_STATISTICS]
+    return (f"trainer statistics: {stats}. Env info keys (dotted for nested dicts, e.g. episode.<key>): "
+            f"{', '.join(env) or 'none reported'}")
 
 
 def lookup(infos: Any, dotted_key: str) -> Any:

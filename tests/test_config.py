@@ -256,6 +256,7 @@ flat_values = st.fixed_dictionaries({}, optional={
     "seed": st.one_of(st.none(), st.integers(0, 2**31)),
     "selection": st.sampled_from(sorted(STRATEGIES)),
     "start_after": st.integers(0, 10**9),
+    "ready_after": st.one_of(st.none(), st.integers(0, 10**9)),
     "significance": st.one_of(st.none(), st.floats(0.001, 0.999)),
     "dbg_mode": st.booleans(),
     "replace_fraction_worst": st.floats(0.01, 1.0),
@@ -279,7 +280,10 @@ flat_values = st.fixed_dictionaries({}, optional={
 def test_flat_mapping_round_trips_unchanged(values: Dict[str, Any]) -> None:
     cfg = PbtConfig.from_mapping(values)
     flat = cfg.to_dict()
-    assert flat == dict(PbtConfig().to_dict(), **values)
+    expected = dict(PbtConfig().to_dict(), **values)
+    if values.get("ready_after") is None:  # derived: null or absent means "same as start_after"
+        expected["ready_after"] = expected["start_after"]
+    assert flat == expected
     assert PbtConfig.from_mapping(flat) == cfg and PbtConfig.from_mapping(flat).to_dict() == flat
 
 
@@ -404,3 +408,29 @@ def test_default_scheme_matches_the_shipped_train_config() -> None:
     params = current_params(OmegaConf.to_container(cfg, resolve=False), pbt_cfg.explore.mutation)  # type: ignore[arg-type]
     assert sorted(params) == sorted(DEFAULT_MUTATION)
     assert isinstance(params["train.params.config.mini_epochs"], int)
+
+
+# -- derived defaults ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("given, start_after, ready_after", [
+    ({}, 10_000_000, 10_000_000),
+    ({"start_after": 0, "initial_delay": 0}, 0, 0),
+    ({"start_after": 200_000}, 200_000, 200_000),
+    ({"start_after": 200_000, "ready_after": None}, 200_000, 200_000),
+    ({"start_after": 200_000, "ready_after": 50_000}, 200_000, 50_000),
+    ({"ready_after": 0}, 10_000_000, 0),
+])
+def test_ready_after_follows_start_after_unless_set(given: Dict[str, Any], start_after: int, ready_after: int) -> None:
+    gates = PbtConfig.from_mapping(given).gates
+    assert (gates.start_after, gates.ready_after) == (start_after, ready_after)
+
+
+def test_shipped_pbt_configs_leave_ready_after_to_start_after() -> None:
+    for name in ("pbt_default", "no_pbt"):
+        flat = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "pbt" / f"{name}.yaml").read_text())
+        assert flat["ready_after"] is None, name
+        flat.pop("defaults")
+        gates = PbtConfig.from_mapping(flat).gates
+        assert gates.ready_after == gates.start_after == flat["start_after"]
+        assert PbtConfig.from_mapping(dict(flat, start_after=0, initial_delay=0)).gates.ready_after == 0

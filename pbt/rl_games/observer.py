@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from rl_games.common.algo_observer import AlgoObserver
 
 from pbt.errors import ConfigError, PbtError, WorkspaceError, did_you_mean
-from pbt.objective import MemberObjective
+from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
 from pbt.rl_games.agent import AgentAdapter
 from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
 from pbt.rl_games.registry import algo_name, make_adapter
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: The objective key whose absence is fine: PBT then ranks by the mean episode return (documented).
 DEFAULT_OBJECTIVE = "true_objective"
+#: The trainer statistic taken from the agent (``episode_return`` is added to the infos by vecenv).
+EPISODE_LENGTH_KEY = "episode_length"
 
 
 def info_keys(infos: Any, prefix: str = "") -> List[str]:
@@ -122,6 +124,9 @@ class WorkerObserver(AlgoObserver):
             self.first_step_pending = False
             log.info("first env step with current weights at t=%.6f (frame %d)", time.time(), self.algo.frame)
         if self.score is not None:
+            if self.objective_key == EPISODE_LENGTH_KEY and isinstance(infos, Mapping):
+                # rl_games has not zeroed the finished episodes' lengths yet when it calls this hook
+                infos = dict(infos, **{EPISODE_LENGTH_KEY: self.algo.current_lengths})
             self.score.update(infos, done_indices.reshape(-1).tolist())
 
     def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
@@ -193,12 +198,12 @@ class WorkerObserver(AlgoObserver):
             log.info("the task does not report '%s' in its infos: PBT ranks members by their mean episode "
                      "return (keys reported: %s)", DEFAULT_OBJECTIVE, ", ".join(reported) or "none")
             return
+        names = sorted(set(reported) | set(TRAINER_STATISTICS))
         raise ConfigError(
-            f"pbt.objective='{self.objective_key}' was never reported by the task: every env finished two "
-            f"episodes and their infos had no such key.{did_you_mean(self.objective_key, reported)} The task "
-            f"reports: {', '.join(reported) or 'no keys at all'}. Set pbt.objective to one of them, or to "
-            f"{DEFAULT_OBJECTIVE} (the default), which ranks by the mean episode return when the task does "
-            "not report it."
+            f"pbt.objective='{self.objective_key}' is neither a trainer statistic nor reported by the task: "
+            f"every env finished two episodes and their infos had no such key.{did_you_mean(self.objective_key, names)} "
+            f"pbt.objective may name {objective_choices(reported)}. Or use {DEFAULT_OBJECTIVE} (the default), "
+            "which ranks by the mean episode return when the task does not report it."
         )
 
     def stop_if_signalled(self) -> None:

@@ -8,10 +8,11 @@ off on CPU, ``device``/``device_name`` from ``rl_device``, a deterministic ``ful
 must be imported first (:func:`pbt.tasks.registry.prepare_backend`).
 """
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -76,9 +77,48 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
         if not str(cfg.rl_device).startswith("cuda"):
             config.torch_compile = False
     try:
-        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+        plain: Dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     except Exception as exc:  # omegaconf raises several unrelated types for bad interpolations
         raise ConfigError(f"Could not resolve the configuration: {exc}. Check the overrides you passed.") from exc
+    minibatch_size(plain["train"]["params"]["config"])  # an impossible minibatch fails now, not in rl_games
+    return plain
+
+
+#: ``minibatch_size: auto`` (the shipped train configs): the batch split into ``num_minibatches``.
+AUTO = "auto"
+
+
+def minibatch_size(config: Mapping[str, Any]) -> int:
+    """The minibatch size rl_games gets for a train config (``train.params.config``).
+
+    ``auto``: ``num_actors * horizon_length / num_minibatches`` (the divisor of the batch nearest to
+    it when that is not whole), so any ``num_envs`` and ``horizon_length`` work and the number of
+    minibatches per epoch stays the train config's. A number was set on purpose: it must divide the
+    batch, else ConfigError listing values that would.
+    """
+    batch = int(config["num_actors"]) * int(config["horizon_length"])
+    value = config.get("minibatch_size", AUTO)
+    if value is None or str(value).lower() == AUTO:
+        parts = config.get("num_minibatches", 1)
+        if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+            raise ConfigError(f"train.params.config.num_minibatches={parts!r} must be a whole number >= 1 "
+                              "(minibatches per PPO epoch when minibatch_size is auto).")
+        return nearest_divisors(batch, batch / parts, 1)[0]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= batch or batch % value:
+        works = ", ".join(str(d) for d in sorted(nearest_divisors(batch, value, 6)))
+        raise ConfigError(
+            f"train.params.config.minibatch_size={value!r} does not split the batch of num_envs "
+            f"({config['num_actors']}) x horizon_length ({config['horizon_length']}) = {batch} samples into "
+            f"whole minibatches. Values that work: {works}; or leave it out (minibatch_size=auto: the batch "
+            f"in train.params.config.num_minibatches={config.get('num_minibatches', 1)} parts).")
+    return value
+
+
+def nearest_divisors(batch: int, near: Any, count: int) -> List[int]:
+    """The ``count`` divisors of ``batch`` nearest to ``near`` (by ratio), nearest first."""
+    divisors = {d for i in range(1, math.isqrt(batch) + 1) if batch % i == 0 for d in (i, batch // i)}
+    target = float(near) if isinstance(near, (int, float)) and not isinstance(near, bool) and near > 0 else batch / 4
+    return sorted(divisors, key=lambda d: (abs(math.log(d / target)), d))[:count]
 
 
 def torch_threads_for(cfg: Dict[str, Any]) -> int:
@@ -90,6 +130,15 @@ def torch_threads_for(cfg: Dict[str, Any]) -> int:
 def rl_games_params(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The ``train`` block as rl_games' Runner.load wants it: a plain dict with ``params``."""
     params = cfg["train"]["params"]
+    config = params["config"]
+    # Resolved last: a member's start-up may have changed horizon_length or num_envs since prepare_config.
+    auto = str(config.get("minibatch_size", AUTO)).lower() in (AUTO, "none")
+    config["minibatch_size"] = minibatch_size(config)
+    config.pop("num_minibatches", None)  # this project's key, not rl_games'
+    batch = int(config["num_actors"]) * int(config["horizon_length"])
+    log.info("minibatch_size=%d%s: %d envs x %d steps = %d samples in %d minibatches", config["minibatch_size"],
+             " (auto)" if auto else "", int(config["num_actors"]), int(config["horizon_length"]), batch,
+             batch // config["minibatch_size"])
     params["torch_threads"] = torch_threads_for(cfg)
     params["seed"] = int(cfg["seed"])
     return {"params": params}

@@ -78,10 +78,11 @@ class SelectionGates(Section):
     """Env frames a member trains after its process started (or was replaced) before it may act."""
     initial_delay: int = 20_000_000
     """Absolute env frames (the member's total) before any member may act."""
-    ready_after: int = 10_000_000
+    ready_after: Optional[int] = None
     """The "ready" rule: a member is neither replaced nor used as a donor until it has trained this
     many frames since it started or last took a donor's weights (DexPBT's start_after generalised
-    to every exploit). 0 disables it."""
+    to every exploit). 0 disables it. None (the default): the same as ``start_after``, resolved
+    here, so lowering start_after alone never leaves every member "not ready" for the whole run."""
     significance: Optional[float] = 0.05
     """Noise-aware replacement: replace weights only when the donor's recent per-episode
     objectives are higher than this member's with a one-sided Welch t-test p-value below this
@@ -91,10 +92,12 @@ class SelectionGates(Section):
     known-objective gates are skipped). Only for testing the restart machinery."""
 
     def __post_init__(self) -> None:
+        require(self.start_after >= 0, "start_after", self.start_after, ">= 0")
+        if self.ready_after is None:
+            self.ready_after = self.start_after
         require(self.ready_after >= 0, "ready_after", self.ready_after, ">= 0")
         require(self.significance is None or 0.0 < self.significance < 1.0, "significance",
                 self.significance, "in (0, 1), or null to compare means only")
-        require(self.start_after >= 0, "start_after", self.start_after, ">= 0")
         require(self.initial_delay >= 0, "initial_delay", self.initial_delay, ">= 0")
 
 

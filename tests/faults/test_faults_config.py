@@ -45,9 +45,10 @@ def test_config_errors_say_what_failed_and_how_to_fix_it(tmp_path: Path) -> None
             "read_only": [f"pbt.workspace={ro}"],
         })
     expected = {
-        "objective_key": ["pbt.objective='episode_retrun' was never reported by the task",
-                          "Did you mean 'episode_return'?", "The task reports: episode_return, time_outs",
-                          "Set pbt.objective to one of them, or to true_objective"],
+        "objective_key": ["pbt.objective='episode_retrun' is neither a trainer statistic nor reported by the task",
+                          "Did you mean one of: 'episode_return'", "trainer statistics: episode_return",
+                          "Env info keys (dotted for nested dicts, e.g. episode.<key>): time_outs",
+                          "Or use true_objective (the default)"],
         "read_only": [f"pbt.workspace={ro} is not writable", "Read-only file system", "mounted read-write"],
     }
     for name, proc in results.items():
