@@ -203,7 +203,8 @@ def task_ref(cfg: DictConfig) -> TaskRef:
     if kind == "builtin":
         return parse_task(name)
     if not name:
-        example = {"imported": "my_package.my_module:MyTask", "isaacgym": "Ant", "envpool": "HalfCheetah-v4"}
+        example = {"imported": "my_package.my_module:MyTask", "isaacgym": "Ant", "envpool": "HalfCheetah-v4",
+                   "isaaclab": "Isaac-Cartpole-Direct"}
         raise ConfigError(f"task={kind} needs the task's name: task={kind}/{example.get(kind, '<name>')}"
                           if kind != "imported" else f"task=imported needs task.name={example[kind]}")
     return TaskRef(kind, name)

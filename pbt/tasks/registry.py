@@ -5,9 +5,10 @@ Accepted values of ``task=`` on the command line:
 * a built-in name: ``Pendulum``, ``Cartpole``, ... (:data:`BUILTIN_TASKS`);
 * an import path to the user's own vectorized task class: ``my_package.my_module:MyTask``;
 * ``isaacgym/<Name>``: an IsaacGymEnvs task (needs ``isaacgym`` and ``isaacgymenvs``);
-* ``envpool/<EnvId>``: a MuJoCo (or other) envpool environment, e.g. ``envpool/HalfCheetah-v4``.
+* ``envpool/<EnvId>``: a MuJoCo (or other) envpool environment, e.g. ``envpool/HalfCheetah-v4``;
+* ``isaaclab/<TaskId>``: an Isaac Lab 3.0 task, e.g. ``isaaclab/Isaac-Cartpole-Direct`` (pbt/tasks/isaaclab.py).
 
-The three non-built-in forms are rewritten before Hydra composes the config into a config-group
+The non-built-in forms are rewritten before Hydra composes the config into a config-group
 choice plus ``task.name`` (``task=imported task.name=my_package.my_module:MyTask``), so Hydra only
 ever sees options that exist under ``configs/task/``. Nothing here imports torch.
 """
@@ -30,7 +31,7 @@ BUILTIN_TASKS: Dict[str, str] = {
 }
 
 #: config-group options under configs/task/ that stand for a family of tasks, keyed by prefix.
-FAMILY_OPTIONS = {"isaacgym": "isaacgym", "envpool": "envpool"}
+FAMILY_OPTIONS = {"isaacgym": "isaacgym", "envpool": "envpool", "isaaclab": "isaaclab"}
 IMPORTED_OPTION = "imported"
 
 
@@ -56,7 +57,8 @@ def valid_task_help() -> str:
     builtins = ", ".join(sorted(BUILTIN_TASKS))
     return (
         f"Built-in tasks: {builtins}. Your own task: task=my_package.my_module:MyTask. "
-        "Isaac Gym: task=isaacgym/<Name>. envpool/MuJoCo: task=envpool/<EnvId> (e.g. envpool/HalfCheetah-v4)."
+        "Isaac Gym: task=isaacgym/<Name>. envpool/MuJoCo: task=envpool/<EnvId> (e.g. envpool/HalfCheetah-v4). "
+        "Isaac Lab: task=isaaclab/<TaskId> (e.g. isaaclab/Isaac-Cartpole-Direct)."
     )
 
 
@@ -89,15 +91,23 @@ def rewrite_task_overrides(argv: Sequence[str]) -> List[str]:
     Built-in names pass unchanged; an unknown name raises TaskError at once, before Hydra runs.
     """
     out: List[str] = []
+    isaaclab_task = ""
     for arg in argv:
         key, sep, value = arg.partition("=")
         if sep and key.lstrip("+") == "task":
             ref = parse_task(value)
+            isaaclab_task = ref.name if ref.option == "isaaclab" else ""
             out.append(f"task={ref.option}")
             if ref.name and ref.option != ref.name:
                 out.append(f"task.name={ref.name!r}" if any(c in ref.name for c in ",[]{}()=") else f"task.name={ref.name}")
             continue
         out.append(arg)
+    # --- isaaclab: the task's own agent config as overrides before the user's (pbt/tasks/isaaclab.py) ---
+    if isaaclab_task:
+        from pbt.tasks.isaaclab import rewrite_isaaclab_overrides
+
+        out = rewrite_isaaclab_overrides(isaaclab_task, out)
+    # --- end isaaclab ---
     return out
 
 
@@ -141,6 +151,10 @@ def build_task(
         from pbt.tasks.envpool import EnvpoolTask  # imports torch; envpool itself is imported when built
 
         return EnvpoolTask(cfg=task_cfg, sim_device=sim_device, rl_device=rl_device, headless=headless, env_id=ref.name)
+    elif ref.kind == "isaaclab":  # --- isaaclab (pbt/tasks/isaaclab.py; imports Isaac Lab when built) ---
+        from pbt.tasks.isaaclab import build_isaaclab_task
+
+        return build_isaaclab_task(ref.name, task_cfg, sim_device, rl_device, headless)
     else:
         raise TaskError(f"build_task cannot build {ref.kind} tasks; they are created by their rl_games adapter.")
     task = cls(cfg=dict(task_cfg), sim_device=sim_device, rl_device=rl_device, headless=headless)
