@@ -51,7 +51,7 @@ from typing import Any, Callable, Dict, Optional
 
 from pbt.errors import WorkspaceError
 from pbt.procfs import is_alive, process_start_time
-from pbt.storage.backend import NotFound, Refused, Store
+from pbt.storage.backend import NotFound, ObjectInfo, Refused, Store
 from pbt.storage.format import HEARTBEAT_FILE, LOCK_FILE, TAKEOVER_FILE
 
 logger = logging.getLogger(__name__)
@@ -136,11 +136,16 @@ def _read_small(store: Store, key: str) -> Optional[bytes]:
         return None
 
 
-def _version(store: Store, key: str) -> str:
+def _stat(store: Store, key: str) -> Optional[ObjectInfo]:
+    """The object's info, or None when it is missing or cannot be read (its age is then unknown)."""
     try:
-        info = store.stat(key)
+        return store.stat(key)
     except WorkspaceError:
-        return ""
+        return None
+
+
+def _version(store: Store, key: str) -> str:
+    info = _stat(store, key)
     return "" if info is None else info.version
 
 
@@ -152,10 +157,7 @@ def _read_small_quiet(store: Store, key: str) -> Optional[bytes]:
 
 
 def _mtime(store: Store, key: str) -> float:
-    try:
-        info = store.stat(key)
-    except WorkspaceError:
-        return 0.0
+    info = _stat(store, key)
     return 0.0 if info is None else info.mtime
 
 
