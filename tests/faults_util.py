@@ -121,3 +121,15 @@ def remount(path: Path, mode: str) -> None:
         last = proc.stderr.strip()
         time.sleep(0.05)
     pytest.fail(f"cannot remount {path} {mode}: {last}")
+
+
+def fill(path: Path) -> None:
+    """Write zeros to ``path`` until the filesystem is full (tmpfs fault tests)."""
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

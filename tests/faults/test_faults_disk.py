@@ -8,21 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from faults_util import Worker, remount, tmpfs, wait_for, worker_cmd
+from faults_util import Worker, fill, remount, tmpfs, wait_for, worker_cmd
 from pbt.storage import Workspace
 
 pytestmark = pytest.mark.slow
 
 
-def fill(path: Path) -> None:
-    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        while True:
-            os.write(fd, b"\0" * 65536)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def newest_frame(ws: Path) -> int:

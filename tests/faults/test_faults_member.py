@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from faults_util import remount, tmpfs
+from faults_util import fill, remount, tmpfs
 from pbt.errors import ConfigError, WorkspaceError
 from pbt.member import PbtMember
 from pbt.storage import Workspace
@@ -93,16 +93,6 @@ def publish_bytes(member: PbtMember, size: int) -> None:
     workspace.save = save  # type: ignore[assignment]
 
 
-def fill(path: Path) -> None:
-    """Write zeros to ``path`` until the filesystem is full."""
-    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @pytest.mark.parametrize("fault", ["read-only", "disk full"])
