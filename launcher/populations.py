@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence
 
 from launcher.run_description import POLICY_IDX_KEY, WORKSPACE_KEY, Member
 from pbt.restart import split_override_key
+from pbt.storage.s3_client import is_s3_url
 
 MAX_FRAMES_KEY = "max_frames"
 TASK_KEY = "task"
@@ -87,7 +88,7 @@ def populations(members: Sequence[Member]) -> List[Population]:
         workspace = member.workspace or values.get(WORKSPACE_KEY)
         if not workspace:
             continue
-        workspace = os.path.abspath(workspace)
+        workspace = workspace if is_s3_url(workspace) else os.path.abspath(workspace)  # a URL is absolute
         idx = _int_or_none(values.get(POLICY_IDX_KEY))
         population = found.setdefault(workspace, Population(member.experiment, workspace, {}))
         population.members[member.index if idx is None else idx] = member

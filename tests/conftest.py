@@ -1,12 +1,15 @@
 """Shared helpers for the tests."""
+import itertools
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import pytest
+
+from seaweed_server import SeaweedServer
 
 REPO = Path(__file__).resolve().parent.parent
 SUMMARY_RE = re.compile(
@@ -58,3 +61,38 @@ def trained_pendulum(tmp_path_factory) -> Dict[str, object]:
     assert checkpoints, list((root / "runs").rglob("*"))
     return {"proc": proc, "summary": parse_summary(proc.stdout + proc.stderr), "checkpoint": checkpoints[-1],
             "root": root}
+
+
+# ---- a real S3 server (SeaweedFS) for the s3:// workspace tests (tests/storage/s3/) -------------
+
+_BUCKETS = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+    """One SeaweedFS per session (tests/seaweed_server.py); its AWS variables set for the session."""
+    server = SeaweedServer(tmp_path_factory.mktemp("seaweed"))
+    server.start()
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())  # the S3Store under test reads the standard AWS variables
+    try:
+        yield server
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture
+def s3_url(seaweed: SeaweedServer) -> str:
+    """``s3://<fresh bucket>/ws``: a workspace no other test touches."""
+    bucket = seaweed.make_bucket(f"pbt-{os.getpid()}-{next(_BUCKETS)}")
+    return f"s3://{bucket}/ws"
+
+
+@pytest.fixture
+def raw(seaweed: SeaweedServer):  # noqa: ANN201 - a boto3 client, to plant what a hostile peer would
+    return seaweed.client()

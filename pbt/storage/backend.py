@@ -5,8 +5,11 @@ named by ``/``-separated keys relative to the workspace root (``000/000012.yaml`
 that calls ``os`` on workspace files). A new backend (object storage, say) implements
 :class:`Store` and nothing else changes: :class:`pbt.storage.workspace.Workspace` only talks to it.
 """
+import contextlib
+import logging
+import re
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import ContextManager, List, Optional, Set, Tuple
 
 from pbt.errors import CorruptRecordError, WorkspaceError
 
@@ -14,6 +17,13 @@ try:  # Python >= 3.8
     from typing import Protocol
 except ImportError:  # pragma: no cover
     Protocol = object  # type: ignore[assignment,misc]
+
+log = logging.getLogger(__name__)
+
+BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f]")
+"""Control characters: no workspace name has one."""
+MAX_NAME_BYTES = 255
+_MAX_REFUSALS_REMEMBERED = 100000
 
 
 class NotFound(WorkspaceError):
@@ -91,3 +101,62 @@ class Store(Protocol):
 
     def path(self, key: str) -> str:
         """A string naming the object for messages (a file path, a URL)."""
+
+    def read_appended(self, key: str, max_bytes: int) -> bytes:
+        """Everything appended to ``key`` so far, in order. Raises NotFound when nothing was; Refused
+        when it is over ``max_bytes`` or not a regular object."""
+
+    def scan(self) -> ContextManager[None]:
+        """A scan of the whole workspace (one PBT iteration's reads) runs inside this context: a store
+        whose requests are costly may take one listing at its start and answer ``list``, ``stat`` and
+        unchanged small ``get`` s from it for the calling thread (others are not affected)."""
+
+
+class RefusalLog:
+    """Refusing foreign names and objects, the same way in every store: the error says what was
+    refused and is logged once per (object, reason)."""
+
+    def __init__(self) -> None:
+        self._refused: Set[Tuple[str, str]] = set()
+
+    def path(self, key: str) -> str:
+        raise NotImplementedError
+
+    def refuse(self, key: str, reason: str) -> Refused:
+        """The error for a refused object; logged once per (object, reason)."""
+        where = self.path(key)
+        shown = repr(where) if BAD_NAME_RE.search(where) else where
+        message = (f"{shown}: refused ({reason}); it was not followed, opened or read. Another process wrote "
+                   "something there that the workspace never holds: delete it")
+        if (where, reason) not in self._refused:
+            if len(self._refused) < _MAX_REFUSALS_REMEMBERED:
+                self._refused.add((where, reason))
+            log.warning("%s", message)
+        return Refused(message)
+
+    def split_key(self, key: str) -> List[str]:
+        """The components of ``key``; Refused for names no workspace object has (empty, ``.``,
+        ``..``, control characters, over 255 bytes)."""
+        if not key:
+            return []
+        parts = key.split("/")
+        for part in parts:
+            if (not part or part in (".", "..") or BAD_NAME_RE.search(part)
+                    or len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES):
+                raise self.refuse(key, f"bad name {part!r}")
+        return parts
+
+    def good_names(self, prefix: str, names: List[str]) -> List[str]:
+        """``names`` found under ``prefix`` without the ones with control characters (refused)."""
+        good = []
+        for name in names:
+            if BAD_NAME_RE.search(name):
+                self.refuse(f"{prefix}/{name}" if prefix else name, "a name with control characters")
+            else:
+                good.append(name)
+        return good
+
+
+def no_scan() -> ContextManager[None]:
+    """``Store.scan`` of a store whose requests are cheap: nothing to prepare."""
+    return contextlib.nullcontext()

@@ -11,6 +11,10 @@ Layout (compatible with IsaacGymEnvs' DexPBT, so existing tools and habits carry
     <root>/best<idx>/best_obj_..._iter_..._policyNNN.{pth,yaml}
                                            member idx's copy of the best checkpoint it has seen
 
+On an object store (``pbt.workspace=s3://bucket/prefix``, :mod:`pbt.storage.s3`) the keys are the
+same below the prefix, except the lineage: ``<idx:03d>/lineage.jsonl.d/p<seq>`` (one object per
+append) and ``b<seq>`` (a compacted base), see :mod:`pbt.storage.objectlog`.
+
 Protocol: a member publishes the ``.pth`` first and its ``.yaml`` record second, so a record never
 points at a checkpoint that is not there yet; re-publishing an iteration removes its old ``.yaml``
 before replacing the ``.pth``; retention deletes the ``.yaml`` before the ``.pth``. Each member

@@ -22,10 +22,10 @@ import socket
 import stat
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
+from typing import ContextManager, Dict, Iterator, List, Optional, Tuple, Union
 
 from pbt.errors import WorkspaceError
-from pbt.storage.backend import NotFound, ObjectInfo, Refused
+from pbt.storage.backend import NotFound, ObjectInfo, RefusalLog, Refused, no_scan
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +165,6 @@ def append_bytes(path: PathLike, data: bytes) -> None:
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _WRITE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
-_BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f]")
-MAX_NAME_BYTES = 255
-_MAX_REFUSALS_REMEMBERED = 100000
 
 
 def _kind(mode: int) -> str:
@@ -180,7 +177,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-class LocalStore:
+class LocalStore(RefusalLog):
     """A workspace directory on a local or shared POSIX filesystem (see :class:`Store`).
 
     The root itself is the user's choice and may be a symlink; nothing below it is followed.
@@ -189,7 +186,7 @@ class LocalStore:
     def __init__(self, root: PathLike) -> None:
         self.root_path = Path(root)
         self.root = str(self.root_path)
-        self._refused: Set[Tuple[str, str]] = set()
+        super().__init__()
 
     def _p(self, key: str) -> Path:
         return self.root_path / key if key else self.root_path
@@ -199,28 +196,8 @@ class LocalStore:
 
     # ---- refusals and names ------------------------------------------------------------------
 
-    def refuse(self, key: str, reason: str) -> Refused:
-        """The error for a refused object; logged once per (object, reason)."""
-        where = self.path(key)
-        shown = repr(where) if _BAD_NAME_RE.search(where) else where
-        message = (f"{shown}: refused ({reason}); it was not followed, opened or read. Another process wrote "
-                   "something there that the workspace never holds: delete it")
-        if (where, reason) not in self._refused:
-            if len(self._refused) < _MAX_REFUSALS_REMEMBERED:
-                self._refused.add((where, reason))
-            log.warning("%s", message)
-        return Refused(message)
-
     def _split(self, key: str) -> List[str]:
-        """The components of ``key``; Refused for names no workspace file has."""
-        if not key:
-            return []
-        parts = key.split("/")
-        for part in parts:
-            if (not part or part in (".", "..") or _BAD_NAME_RE.search(part)
-                    or len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES):
-                raise self.refuse(key, f"bad name {part!r}")
-        return parts
+        return self.split_key(key)
 
     # ---- directories -------------------------------------------------------------------------
 
@@ -350,13 +327,7 @@ class LocalStore:
             return []
         except OSError as exc:
             raise WorkspaceError(f"cannot list {self.path(prefix)}: {exc}. Check permissions and the mount.") from exc
-        good = []
-        for name in names:
-            if _BAD_NAME_RE.search(name):
-                self.refuse(f"{prefix}/{name}" if prefix else name, "a name with control characters")
-            else:
-                good.append(name)
-        return good
+        return self.good_names(prefix, names)
 
     def stat(self, key: str) -> Optional[ObjectInfo]:
         try:
@@ -476,6 +447,12 @@ class LocalStore:
 
     def remove_stale_temps(self, prefix: str, max_age: float) -> List[str]:
         return remove_stale_temps(self, prefix, max_age)
+
+    def read_appended(self, key: str, max_bytes: int) -> bytes:
+        return self.get(key, max_bytes)
+
+    def scan(self) -> ContextManager[None]:
+        return no_scan()
 
 
 def remove_stale_temps(store: LocalStore, prefix: str, max_age: float) -> List[str]:

@@ -35,6 +35,7 @@ from pbt.storage.lineage import LineageEntry, parse_lineage
 from pbt.storage.liveness import Beat, read_heartbeat
 from pbt.storage.local import LocalStore
 from pbt.storage.record import MAX_RECORD_BYTES, Record, check_checkpoint_name, parse_record
+from pbt.storage.s3_client import is_s3_url
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +57,30 @@ class ReadLimits:
 
 
 def open_store(root: Union[PathLike, Store]) -> Store:
-    """A Store for ``root``: a Store as it is, a path as a :class:`LocalStore`."""
+    """A Store for ``root``: a Store as it is, ``s3://bucket/prefix`` as an
+    :class:`~pbt.storage.s3.S3Store`, a path as a :class:`LocalStore`."""
+    if is_s3_url(root):
+        from pbt.storage.s3 import S3Store  # boto3 only where an s3:// workspace is used
+        return S3Store(str(root))
     if isinstance(root, (str, os.PathLike)):
         return LocalStore(root)
     return root
+
+
+def workspace_location(root: PathLike) -> Union[Path, str]:
+    """A ``pbt.workspace`` value as the tools hold it: the URL of an object store as it is (a Path
+    would fold its ``//``), a directory as a Path."""
+    return str(root) if is_s3_url(str(root)) else Path(root)
+
+
+def resolved(root: Union[Path, str]) -> Union[Path, str]:
+    """An absolute form of a workspace location, for reports (a URL is absolute already)."""
+    return root.resolve() if isinstance(root, Path) else root
+
+
+def workspace_root(store: Store) -> Union[Path, str]:
+    """The workspace's location as users write it: a Path on a filesystem, the URL on an object store."""
+    return Path(store.root) if isinstance(store, LocalStore) else store.root
 
 
 class _CacheEntry:
@@ -91,7 +112,8 @@ class WorkspaceReader:
         self.limits = limits or ReadLimits()
         self.own_checkpoint_size: Optional[int] = None
         """Size of the last checkpoint this process published (sets the checkpoint cap)."""
-        self.root = Path(self.store.root)
+        self.root = workspace_root(self.store)
+        """A Path for a directory workspace, the ``s3://`` URL for an object-store one."""
         self._num_policies = num_policies
         self._cache: Dict[int, Dict[str, _CacheEntry]] = {}
         self._refused: Set[Tuple[str, str]] = set()
@@ -105,8 +127,13 @@ class WorkspaceReader:
 
     # ---- names -------------------------------------------------------------------------------
 
-    def member_dir(self, member_idx: int) -> Path:
-        return Path(self.store.path(member_dir_name(member_idx)))
+    def located(self, key: str) -> Union[Path, str]:
+        """Where ``key`` is, as users write it: a Path in a directory workspace, a URL in an object store."""
+        where = self.store.path(key)
+        return Path(where) if isinstance(self.root, Path) else where
+
+    def member_dir(self, member_idx: int) -> Union[Path, str]:
+        return self.located(member_dir_name(member_idx))
 
     def member_key(self, member_idx: int, name: str = "") -> str:
         """Store key of member ``member_idx``'s directory, or of file ``name`` in it."""
@@ -118,8 +145,8 @@ class WorkspaceReader:
         check_checkpoint_name(record.checkpoint, f"record of member {record.policy_idx}")
         return self.member_key(record.policy_idx if member_idx is None else member_idx, record.checkpoint)
 
-    def checkpoint_path(self, record: Record, member_idx: Optional[int] = None) -> Path:
-        return Path(self.store.path(self.checkpoint_key(record, member_idx)))
+    def checkpoint_path(self, record: Record, member_idx: Optional[int] = None) -> Union[Path, str]:
+        return self.located(self.checkpoint_key(record, member_idx))
 
     def member_indices(self) -> List[int]:
         """Indices of the member directories (``000``, ``001``, ...) present."""
@@ -227,16 +254,17 @@ class WorkspaceReader:
         logged and left out, so one bad peer does not stop the population.
         """
         result: Dict[int, Record] = {}
-        for member_idx in range(self.num_policies):
-            try:
-                record = self.latest_record(member_idx, max_iteration, verify)
-            except Refused:  # e.g. its directory is a symlink: logged once by the store
-                continue
-            except WorkspaceError as exc:
-                logger.warning("leaving member %d out of this PBT step: %s", member_idx, exc)
-                continue
-            if record is not None:
-                result[member_idx] = record
+        with self.store.scan():  # one listing on an object store, not one per member
+            for member_idx in range(self.num_policies):
+                try:
+                    record = self.latest_record(member_idx, max_iteration, verify)
+                except Refused:  # e.g. its directory is a symlink: logged once by the store
+                    continue
+                except WorkspaceError as exc:
+                    logger.warning("leaving member %d out of this PBT step: %s", member_idx, exc)
+                    continue
+                if record is not None:
+                    result[member_idx] = record
         return result
 
     # ---- checkpoints -------------------------------------------------------------------------
@@ -282,7 +310,7 @@ class WorkspaceReader:
         """All entries of a member's lineage; [] when it has none. Torn lines are skipped (logged)."""
         key = self.member_key(member_idx, LINEAGE_FILE)
         try:
-            data = self.store.get(key, self.limits.lineage_bytes)
+            data = self.store.read_appended(key, self.limits.lineage_bytes)
         except NotFound:
             return []
         except Refused:  # logged once by the store

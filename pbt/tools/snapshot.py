@@ -19,6 +19,7 @@ from pbt.config import LivenessConfig
 from pbt.errors import PbtError, WorkspaceError
 from pbt.storage import LineageEntry, Record, WorkspaceReader
 from pbt.storage.liveness import EXITED, FINISHED, STOPPED, UNKNOWN, Beat, judge
+from pbt.storage.reader import workspace_location
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -130,7 +131,7 @@ class MemberView:
 class Snapshot:
     """The whole population as read at ``time``."""
 
-    root: Path
+    root: Union[Path, str]
     members: List[MemberView]
     time: float
     skipped: List[str] = field(default_factory=list)
@@ -159,7 +160,7 @@ class Snapshot:
 
 def open_reader(root: PathLike) -> WorkspaceReader:
     """A read-only reader on an existing workspace: a wrong path is an error, never a new workspace."""
-    path = Path(root)
+    path = workspace_location(root)
     reader = WorkspaceReader(path)
     if not reader.store.exists(""):
         raise WorkspaceError(f"workspace {path} does not exist. Pass the pbt.workspace directory of a run.")
@@ -225,10 +226,11 @@ def read_snapshot(root: PathLike) -> Snapshot:
     Never fails on a torn, missing or foreign member file (those are skipped and listed in
     ``Snapshot.skipped``); raises WorkspaceError only when ``root`` is not a workspace.
     """
-    path = Path(root)
+    path = workspace_location(root)
     with collect_warnings() as skipped:
         reader = open_reader(path)
-        members = [_read_member(reader, idx, skipped) for idx in reader.member_indices()]
+        with reader.store.scan():  # one listing on an object store
+            members = [_read_member(reader, idx, skipped) for idx in reader.member_indices()]
     known = sorted((m for m in members if m.objective is not None),
                    key=lambda m: (-m.objective, m.policy_idx))  # type: ignore[operator]
     for rank, view in enumerate(known, start=1):
