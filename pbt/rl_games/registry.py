@@ -4,18 +4,26 @@ An algo without a registered adapter falls back to the exec-only :class:`AgentAd
 PBT still exchanges weights and hyperparameters, but every hyperparameter change re-executes the
 process. A new learner registers its adapter here (docs/rl_games.md).
 """
+import importlib
 import logging
-from typing import Any, Dict, Mapping, Set, Type
+from typing import Any, Dict, Mapping, Set, Tuple, Type
 
 from pbt.errors import ConfigError
 from pbt.rl_games.a2c import ContinuousPpoAdapter, DiscretePpoAdapter
 from pbt.rl_games.agent import AgentAdapter
+from pbt.rl_games.trpo.adapter import TrpoAdapter
 
 log = logging.getLogger(__name__)
 
 ADAPTERS: Dict[str, Type[AgentAdapter]] = {
     "a2c_continuous": ContinuousPpoAdapter,
     "a2c_discrete": DiscretePpoAdapter,
+    "trpo": TrpoAdapter,
+}
+#: Learners this project adds to rl_games' factories: algo name -> (agent, player), as "module:Class"
+#: imported when a Runner is built (rl_games' factories are per Runner).
+LEARNERS: Dict[str, Tuple[str, str]] = {
+    "trpo": ("pbt.rl_games.trpo.agent:TrpoAgent", "rl_games.algos_torch.players:PpoPlayerContinuous"),
 }
 _warned: Set[str] = set()  # algo names already warned about
 
@@ -25,6 +33,21 @@ def register_adapter(algo_name: str, adapter: Type[AgentAdapter]) -> None:
     if not (isinstance(adapter, type) and issubclass(adapter, AgentAdapter)):
         raise ConfigError(f"register_adapter({algo_name!r}, {adapter!r}): the adapter must subclass AgentAdapter.")
     ADAPTERS[algo_name] = adapter
+
+
+def register_learners(runner: Any) -> None:
+    """Add this project's learners (:data:`LEARNERS`) to an rl_games Runner's agent and player factories."""
+    for name, (agent, player) in LEARNERS.items():
+        runner.algo_factory.register_builder(name, _builder(agent))
+        runner.player_factory.register_builder(name, _builder(player))
+
+
+def _builder(target: str) -> Any:
+    def build(**kwargs: Any) -> Any:
+        module, cls = target.split(":")
+        return getattr(importlib.import_module(module), cls)(**kwargs)
+
+    return build
 
 
 def algo_name(config: Mapping[str, Any]) -> str:

@@ -155,6 +155,7 @@ def build_runner(cfg: DictConfig, observer: Any = None, prepare: Optional[Callab
     prepare_backend(ref)  # Isaac Gym must be imported before torch
     from rl_games.torch_runner import Runner  # imports torch: keep it off the config path
 
+    from pbt.rl_games.registry import register_learners
     from pbt.rl_games.vecenv import register_task
 
     plain = prepare() if prepare is not None else prepare_config(cfg)
@@ -162,6 +163,7 @@ def build_runner(cfg: DictConfig, observer: Any = None, prepare: Optional[Callab
                       int(plain.get("graphics_device_id", 0)))
     register_task(task)
     runner = Runner(algo_observer=observer)
+    register_learners(runner)  # learners this project adds (trpo)
     runner.load(rl_games_params(plain))
     return runner
 

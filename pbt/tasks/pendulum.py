@@ -16,6 +16,10 @@ Reward per step: ``-(wrap(theta)^2 + 0.1 theta_dot^2 + 0.001 u^2)`` (0 is best).
 steps and never terminate early; a good policy scores about -150 per episode, a random one about
 -1200. Observation: ``[cos theta, sin theta, theta_dot / max_speed]``; action in [-1, 1] scaled to
 +-max_torque. Resets: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1).
+
+``env.observeVelocity: False`` drops ``theta_dot`` from the observation (``[cos theta, sin theta]``):
+a partially observed task where the velocity must be inferred from the history, so a recurrent
+policy beats a feed-forward one.
 """
 import math
 from typing import Tuple
@@ -36,6 +40,8 @@ class Pendulum(VecTask):
     default_episode_length = 200
 
     def __init__(self, cfg, sim_device="cpu", rl_device="cpu", headless=True):
+        self.observe_velocity = bool((cfg.get("env", {}) or {}).get("observeVelocity", True))
+        self.num_obs = 3 if self.observe_velocity else 2  # before VecTask allocates obs_buf
         super().__init__(cfg, sim_device, rl_device, headless)
         e = self.env_cfg
         self.g = float(e.get("gravity", 10.0))
@@ -80,4 +86,5 @@ class Pendulum(VecTask):
     def _observe(self) -> None:
         self.obs_buf[:, 0] = torch.cos(self.theta)
         self.obs_buf[:, 1] = torch.sin(self.theta)
-        self.obs_buf[:, 2] = self.theta_dot / self.max_speed
+        if self.observe_velocity:
+            self.obs_buf[:, 2] = self.theta_dot / self.max_speed
