@@ -88,6 +88,20 @@ def wait_for(what: str, check: Callable[[], Optional[T]], timeout: float = 60, i
         time.sleep(interval)
 
 
+def finish(workers: Sequence[Worker], timeout: float = 300) -> List[str]:
+    """Wait for every worker (each is stopped afterwards, also when waiting fails); fail unless all
+    exited 0 without a traceback. Returns their logs."""
+    try:
+        codes = [w.wait(timeout) for w in workers]
+    finally:
+        for w in workers:
+            w.stop()
+    logs = [w.log() for w in workers]
+    assert codes == [0] * len(workers), "\n\n".join(log[-3000:] for log in logs)
+    assert not [log for log in logs if "Traceback" in log], "\n\n".join(log[-3000:] for log in logs)
+    return logs
+
+
 def log_match(worker: Worker, pattern: str) -> Optional["re.Match[str]"]:
     return re.search(pattern, worker.log())
 

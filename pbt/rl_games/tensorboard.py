@@ -135,6 +135,13 @@ class PbtScalars:
         diversity = hp_diversity([r.params for r in records.values()])
         if diversity is not None:
             self._add("hp_diversity", diversity, frame, written)
+        network = last.network if current and last.network else (own.network if own is not None else None)  # type: ignore[union-attr]
+        if network:  # an evolved network (pbt/mutation=agilerl): its size over time
+            units = network.get("units") or []
+            self._add("network_layers", float(len(units)), frame, written)
+            self._add("network_units", float(sum(units)), frame, written)
+            if network.get("parameters") is not None:
+                self._add("network_parameters", float(network["parameters"]), frame, written)
         return written
 
     def log_member(self, frame: int, member: Any) -> Dict[str, float]:

@@ -25,18 +25,21 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 from pbt.errors import PbtError, WorkspaceError
+from pbt.storage.reader import workspace_location
 from pbt.tools.display import display_value
 from pbt.tools.export import BestExport, export_best
-from pbt.tools.plots import plot_hyperparameters, plot_lineage, plot_objectives
+from pbt.tools.plots import has_networks, plot_hyperparameters, plot_lineage, plot_networks, plot_objectives
 from pbt.tools.report import write_report
 from pbt.tools.snapshot import Snapshot, read_snapshot
 
 log = logging.getLogger(__name__)
 
 IMAGES = ("objective.png", "hyperparameters.png", "lineage.png")
+NETWORK_IMAGE = "network.png"
+"""Written when members evolve their networks (pbt/mutation=agilerl)."""
 
 
 @dataclass
@@ -48,7 +51,7 @@ class Analysis:
     best: Optional[BestExport]
 
 
-def analyze(workspace: Path, out: Path) -> Analysis:
+def analyze(workspace: Union[Path, str], out: Path) -> Analysis:
     """Read the workspace, write plots, report and the best member's export into ``out``."""
     snapshot = read_snapshot(workspace)
     for problem in snapshot.skipped:
@@ -60,6 +63,8 @@ def analyze(workspace: Path, out: Path) -> Analysis:
     best = export_best(snapshot, out)
     images = [plot_objectives(snapshot, out / IMAGES[0]), plot_hyperparameters(snapshot, out / IMAGES[1]),
               plot_lineage(snapshot, out / IMAGES[2], best)]
+    if has_networks(snapshot):
+        images.append(plot_networks(snapshot, out / NETWORK_IMAGE))
     md, page = write_report(snapshot, out, best, [p.name for p in images])
     return Analysis(snapshot, images, md, page, best)
 
@@ -73,7 +78,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        result = analyze(Path(args.workspace), Path(args.out))
+        result = analyze(workspace_location(args.workspace), Path(args.out))
     except PbtError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,8 @@ from pbt.errors import CorruptRecordError, WorkspaceError
 from pbt.storage import Record
 from pbt.storage.checkpoints import sha256_hex
 from pbt.storage.local import atomic_write_bytes
+from pbt.storage.reader import resolved
+from pbt.mutation.network import network_of
 from pbt.storage.record import record_to_yaml
 from pbt.tools.schedule import Schedule, reconstruct_schedule, schedule_document
 from pbt.tools.snapshot import Snapshot, open_reader
@@ -59,7 +61,7 @@ def export_best(snapshot: Snapshot, out: Path) -> Optional[BestExport]:
         atomic_write_bytes(best_dir / "record.yaml", record_to_yaml(record))
         schedule = reconstruct_schedule(snapshot.lineages, record.policy_idx, record.iteration, record.frame)
         provenance = {
-            "workspace": str(snapshot.root.resolve()),
+            "workspace": str(resolved(snapshot.root)),
             "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "member": record.policy_idx,
             "iteration": record.iteration,
@@ -71,9 +73,15 @@ def export_best(snapshot: Snapshot, out: Path) -> Optional[BestExport]:
             "frame_count": "step frames count the training the weights received along their ancestry; "
                            "member_frame is the frame count of the member training them then",
         }
+        document = schedule_document(schedule, provenance)
+        network = network_of(record.network)
+        if network is not None and document["steps"] and document["steps"][0]["frame"] == 0:
+            # an evolved network: the replay trains the best member's final architecture from the start
+            document["steps"][0]["params"].update(network.overrides())
+            document["provenance"]["network"] = dict(record.network or {})
         text = ("# Hyperparameter schedule of the best member, reconstructed from the PBT lineage.\n"
                 "# Replay it: python -m pbt.replay schedule.yaml task=<task> [overrides...]\n"
-                + yaml.safe_dump(schedule_document(schedule, provenance), sort_keys=False, default_flow_style=False))
+                + yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
         atomic_write_bytes(best_dir / "schedule.yaml", text.encode("utf-8"))
         log.info("best member %d (iteration %d, objective %s) exported to %s with a %d-step schedule",
                  record.policy_idx, record.iteration, record.objective, best_dir, len(schedule.steps))

@@ -19,9 +19,11 @@ import statistics
 import sys
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
 from pbt.errors import ConfigError, PbtError
+from pbt.mutation.network import NetworkSpec, network_of
 
 log = logging.getLogger("pbt.play")
 
@@ -107,6 +109,21 @@ def run_episodes(agent: Any, episodes: int, objective_key: str, max_steps: int =
     return PlayResult(len(returns), returns, objectives, steps)
 
 
+def recorded_network(checkpoint: str) -> Optional[NetworkSpec]:
+    """The network named by the PBT record next to ``checkpoint`` (``<name>.yaml`` in a workspace or
+    best copy, ``record.yaml`` in an analyze export), when members evolved it; None otherwise."""
+    from pbt.storage.record import MAX_RECORD_BYTES, parse_record
+
+    path = Path(checkpoint)
+    for candidate in (path.with_suffix(".yaml"), path.parent / "record.yaml"):
+        try:
+            if candidate.is_file() and candidate.stat().st_size <= MAX_RECORD_BYTES:
+                return network_of(parse_record(candidate.read_bytes(), str(candidate)).network)
+        except (OSError, PbtError) as exc:
+            log.warning("not reading the network from %s: %s", candidate, exc)
+    return None
+
+
 def play(cfg: Any, episodes: int) -> PlayResult:
     """Load ``cfg.checkpoint`` into an agent built from ``cfg`` and play ``episodes`` episodes."""
     from omegaconf import open_dict
@@ -123,6 +140,13 @@ def play(cfg: Any, episodes: int) -> PlayResult:
         raise ConfigError(f"checkpoint={checkpoint} holds no 'model' weights; pass an rl_games/PBT checkpoint.")
     if cfg.pbt.get("enabled", False):
         cfg.pbt.enabled = False
+    network = recorded_network(checkpoint)
+    if network is not None:  # an evolved network: build the architecture the checkpoint holds
+        from omegaconf import OmegaConf
+
+        for key, value in network.overrides().items():
+            OmegaConf.update(cfg, key, value, merge=False)
+        log.info("the record next to %s names the network %s: playing with it", checkpoint, network.describe())
     with tempfile.TemporaryDirectory(prefix="pbt_play_") as tmp:
         with open_dict(cfg):
             cfg.train_dir = tmp

@@ -98,12 +98,39 @@ def plot_objectives(snapshot: Snapshot, path: Path) -> Path:
                 ax.plot(entry.frame, y, marker="x", markersize=8, color="black", mew=1.5, zorder=5)
     ax.plot([], [], "v", color="grey", markeredgecolor="black", markersize=9, label="replace (took donor's weights)")
     ax.plot([], [], "x", color="black", label="mutate (new hyperparameters)")
+    _member_axes(ax, "objective", "Objective per member", count)
+    return _finish(fig, plt, path)
+
+
+def _member_axes(ax: Any, ylabel: str, title: str, count: int) -> None:
+    """Frames on x, one legend entry per member."""
     _frames_axis(ax)
     ax.set_xlabel("frames (each member's own count)")
-    ax.set_ylabel("objective")
-    ax.set_title("Objective per member")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best", ncol=2 if count > 6 else 1)
+
+
+def has_networks(snapshot: Snapshot) -> bool:
+    """True when members evolve their networks (their lineage entries carry a parameter count)."""
+    return any(e.network and e.network.get("parameters") for m in snapshot.members for e in m.lineage)
+
+
+def plot_networks(snapshot: Snapshot, path: Path) -> Path:
+    """Each member's parameter count over its frames, labelled with its final architecture."""
+    plt = _pyplot()
+    count = len(snapshot.members)
+    fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100)
+    for view in snapshot.members:
+        points = [(e.frame, e.network) for e in view.lineage if e.network and e.network.get("parameters")]
+        if not points:
+            continue
+        final = points[-1][1]
+        ax.step([p[0] for p in points], [p[1]["parameters"] for p in points], where="post", lw=1.6,
+                color=_color(view.policy_idx, count),
+                label=f"policy {view.policy_idx}: {final.get('units')} {final.get('activation')}")
+    _member_axes(ax, "network parameters", "Network size per member (final architecture in the legend)", count)
     return _finish(fig, plt, path)
 
 

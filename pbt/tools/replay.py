@@ -50,11 +50,14 @@ class TimedChange:
 def _plain_value(value: Any, where: str) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
+    if isinstance(value, list) and len(value) <= 64:  # a list-valued key (an evolved network's units)
+        return [_plain_value(item, f"{where}[{index}]") for index, item in enumerate(value)]
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ConfigError(f"{where} is {value}; a schedule holds finite numbers. Fix the schedule file.")
         return value
-    raise ConfigError(f"{where} has type {type(value).__name__}; a schedule holds numbers, strings and booleans only.")
+    raise ConfigError(f"{where} has type {type(value).__name__}; a schedule holds numbers, strings, booleans and "
+                      "short lists of them only.")
 
 
 def parse_schedule(document: Any, source: str = "<schedule>") -> List[ScheduleStep]:

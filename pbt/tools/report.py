@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple
 from pbt.keys import short_keys
 from pbt.storage import LineageEntry
 from pbt.storage.local import atomic_write_bytes
+from pbt.storage.reader import resolved
 from pbt.tools.display import display_value
 from pbt.tools.snapshot import MemberView, Snapshot
 
@@ -85,6 +86,27 @@ def _best_lines(best: "Optional[BestExport]") -> List[str]:
     ]
 
 
+NETWORK_COLUMNS = ["policy", "frame", "iteration", "action", "network", "parameters"]
+
+
+def network_rows(snapshot: Snapshot) -> List[List[str]]:
+    """Each member's network whenever it changed (``pbt/mutation=agilerl``); empty otherwise."""
+    rows: List[List[str]] = []
+    for view in snapshot.members:
+        last = None
+        for entry in view.lineage:
+            network = entry.network
+            if not network:
+                continue
+            shape = (tuple(network.get("units") or ()), network.get("activation"))
+            if shape != last:
+                rows.append([str(view.policy_idx), str(entry.frame), str(entry.iteration),
+                             "startup" if entry.is_startup else entry.action,
+                             f"{list(shape[0])} {shape[1]}", display_value(network.get("parameters"))])
+                last = shape
+    return rows
+
+
 def write_report(snapshot: Snapshot, out: Path, best: "Optional[BestExport]", images: Sequence[str]
                  ) -> Tuple[Path, Path]:
     """Write ``report.md`` and ``report.html``; returns their paths."""
@@ -95,7 +117,7 @@ def write_report(snapshot: Snapshot, out: Path, best: "Optional[BestExport]", im
     members = [member_row(m, names) for m in snapshot.members]
     event_rows = [event_row(e, names) for e in events]
     generated = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-    title = f"PBT report: {snapshot.root.resolve()}"
+    title = f"PBT report: {resolved(snapshot.root)}"
     summary = (f"Generated {generated}: {len(snapshot.members)} members, "
                f"{sum(1 for e in events if e.action == 'replace')} replacements, "
                f"{sum(1 for e in events if e.action == 'mutate' and not e.is_startup)} mutations.")
@@ -105,6 +127,10 @@ def write_report(snapshot: Snapshot, out: Path, best: "Optional[BestExport]", im
     md += ["## Members", "", *md_table(MEMBER_COLUMNS, members), "", "## Lineage events", "",
            "Every decision that changed weights or hyperparameters (`keep` decisions are left out).", "",
            *md_table(EVENT_COLUMNS, event_rows), ""]
+    networks = network_rows(snapshot)
+    if networks:
+        md += ["## Networks", "", "Each member's network (hidden units, activation, parameter count) whenever it "
+               "changed.", "", *md_table(NETWORK_COLUMNS, networks), ""]
     md_path = out / "report.md"
     atomic_write_bytes(md_path, "\n".join(md).encode("utf-8"))
 
@@ -117,6 +143,7 @@ def write_report(snapshot: Snapshot, out: Path, best: "Optional[BestExport]", im
         "<h2>Plots</h2>" + "".join(f"<p><img src='{html.escape(i)}' alt='{html.escape(i)}'></p>" for i in images),
         f"<h2>Members</h2>{html_table(MEMBER_COLUMNS, members)}",
         f"<h2>Lineage events</h2>{html_table(EVENT_COLUMNS, event_rows)}",
+        f"<h2>Networks</h2>{html_table(NETWORK_COLUMNS, networks)}" if networks else "",
         "</body></html>",
     ]
     html_path = out / "report.html"

@@ -14,11 +14,12 @@ import io
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 from pbt.errors import PbtError, WorkspaceError
 from pbt.keys import short_keys
 from pbt.storage import LineageEntry
+from pbt.storage.reader import workspace_location
 from pbt.tools.display import display_value, format_age, format_frames
 from pbt.tools.snapshot import DEFAULT_STALE_AFTER, Snapshot, read_snapshot
 
@@ -53,6 +54,17 @@ def _describe_donor(entry: Optional[LineageEntry]) -> str:
     return f"{entry.donor}@it{entry.iteration}"
 
 
+def _network(view: Any) -> str:
+    """``[32, 16] elu 1.2k`` for a member whose network evolves: the newest of its last lineage
+    entry (after an exploit) and its record; "" otherwise."""
+    entry, record = view.last_event, view.record
+    network = entry.network if entry is not None and entry.network else (record.network if record else None)
+    if not network:
+        return ""
+    count = network.get("parameters")
+    return f"{network.get('units')} {network.get('activation')}" + (f" {format_frames(count)}" if count else "")
+
+
 def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, width: int = WIDE) -> Any:
     """The rich renderable of a snapshot: the population table (and, on consoles narrower than
     :data:`WIDE`, a hyperparameter table below it)."""
@@ -79,6 +91,8 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
                ("donor", "left")]
     if not wide:  # 80 columns: the last action names its donor; the iteration is in it too
         columns = [c for c in columns if c[0] not in ("iter", "donor")]
+    if any(_network(view) for view in snapshot.members):  # evolved networks (pbt/mutation=agilerl)
+        columns.insert(columns.index(("last action", "left")), ("network", "left"))
     for header, justify in columns:
         table.add_column(header, justify=justify, no_wrap=header not in ("last action", "donor"), overflow="fold")
     if wide:
@@ -99,6 +113,7 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
             "restarts": str(view.restarts),
             "last action": _describe_action(view.last_event),
             "donor": _describe_donor(view.last_replace),
+            "network": _network(view),
         }
         if not wide and view.last_replace is not None and view.last_replace is not view.last_event:
             values["last action"] += f" (took {_describe_donor(view.last_replace)})"
@@ -127,7 +142,7 @@ def render_text(snapshot: Snapshot, width: int = 200, stale_after: float = DEFAU
     return console.export_text()
 
 
-def _renderable(root: Path, stale_after: float, width: int) -> Any:
+def _renderable(root: Union[Path, str], stale_after: float, width: int) -> Any:
     from rich.text import Text
 
     try:
@@ -156,7 +171,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from rich.console import Console
 
     console = Console()
-    root = Path(args.workspace)
+    root = workspace_location(args.workspace)
     if not args.watch:
         try:
             console.print(build_table(read_snapshot(root), args.stale_after, console.width))

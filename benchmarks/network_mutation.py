@@ -1,0 +1,131 @@
+"""Network mutations vs hyperparameter mutations only, from a deliberately small network.
+
+Reacher from ``train.params.network.mlp.units=[16]``; for each seed set, one hyperparameter sample
+per member (the samples of benchmarks/ablation.py) and one seed per member, the same in both arms;
+equal frames per member. Arms: ``hyperparameters`` (``pbt/mutation=default``) and ``agilerl``
+(``pbt/mutation=agilerl``: architecture, parameter and activation mutations too). Both use
+``pbt.initial_mutation=false`` so they start from exactly the same samples, and the default
+selection strategy. Reports per arm the best and mean final objective, the final architectures
+(from each member's newest record), the exploits (weight replacements) and the wall time; writes
+JSON after every arm and prints a markdown table.
+
+    python benchmarks/network_mutation.py --members 8 --seed_sets 2 --frames 600000
+"""
+import argparse
+import json
+import logging
+import math
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from ablation import final_score, replaced_members, sample_hyperparameters  # noqa: E402
+
+log = logging.getLogger("network_mutation")
+ARMS = {"hyperparameters": "default", "agilerl": "agilerl"}
+SMALL = "train.params.network.mlp.units=[16]"
+
+
+def final_networks(workspace: Path, members: int) -> List[str]:
+    """Each member's network in its newest record ("?" when it has none)."""
+    from pbt.storage.reader import WorkspaceReader
+
+    reader = WorkspaceReader(workspace, members)
+    out = []
+    for idx in range(members):
+        record = reader.latest_record(idx)
+        network = None if record is None else record.network
+        out.append("?" if not network else f"{network.get('units')} {network.get('activation')}")
+    return out
+
+
+def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], frames: int, num_envs: int, interval: int,
+            root: Path) -> Dict[str, Any]:
+    workspace = root / f"ws_{arm}"
+    procs = []
+    start = time.time()
+    for idx, (hp, seed) in enumerate(zip(samples, seeds)):
+        cmd = [sys.executable, "-m", "pbt.train", "task=Reacher", f"max_frames={frames}", f"num_envs={num_envs}",
+               f"seed={seed}", "sim_device=cpu", "rl_device=cpu", "torch_threads=1", SMALL,
+               f"experiment={arm}_{idx}", f"train_dir={root / arm}", "pbt=pbt_default", f"pbt/mutation={ARMS[arm]}",
+               f"pbt.policy_idx={idx}", f"pbt.num_policies={len(samples)}", f"pbt.workspace={workspace}",
+               f"pbt.interval_steps={interval}", f"pbt.start_after={interval}", f"pbt.ready_after={interval}",
+               f"pbt.initial_delay={2 * interval}", "pbt.initial_mutation=false"]
+        cmd += [f"{k}={v!r}" for k, v in hp.items()]
+        logf = open(root / f"{arm}_{idx}.log", "w")
+        procs.append((subprocess.Popen(cmd, cwd=str(REPO), stdout=logf, stderr=subprocess.STDOUT), logf))
+    for proc, logf in procs:
+        proc.wait()
+        logf.close()
+    seconds = time.time() - start
+    scores = [final_score((root / f"{arm}_{i}.log").read_text()) for i in range(len(samples))]
+    finite = [x for x in scores if math.isfinite(x)]
+    replaced = replaced_members(workspace, len(samples))
+    return {"scores": scores, "best": max(finite) if finite else math.nan,
+            "mean": statistics.fmean(finite) if finite else math.nan, "seconds": seconds,
+            "exploits": sum(replaced.values()), "networks": final_networks(workspace, len(samples))}
+
+
+def summarize(sets: Sequence[Dict[str, Any]]) -> List[str]:
+    lines = ["| arm | seed set | best final objective | mean final objective | final architectures (count) "
+             "| exploits | wall time |", "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for arm in ARMS:
+        for entry in sets:
+            result = entry["arms"].get(arm)
+            if result is None:
+                continue
+            counts: Dict[str, int] = {}
+            for network in result["networks"]:
+                counts[network] = counts.get(network, 0) + 1
+            networks = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+            lines.append(f"| {arm} | {entry['seed_set']} | {result['best']:.3f} | {result['mean']:.3f} | {networks} "
+                         f"| {result['exploits']} | {result['seconds']:.0f} s |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--members", type=int, default=8)
+    parser.add_argument("--seed_sets", type=int, default=2)
+    parser.add_argument("--frames", type=int, default=600_000)
+    parser.add_argument("--num_envs", type=int, default=512)
+    parser.add_argument("--interval", type=int, default=50_000)
+    parser.add_argument("--out", default="benchmarks/results/network_mutation.json")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    meta: Dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(), "args": vars(args),
+                            "command": " ".join(["python", "benchmarks/network_mutation.py"] + sys.argv[1:]),
+                            "sets": []}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for s in range(args.seed_sets):
+        rng = random.Random(1000 + s)
+        samples = [sample_hyperparameters(rng) for _ in range(args.members)]
+        seeds = [10_000 * (s + 1) + i for i in range(args.members)]
+        entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
+        meta["sets"].append(entry)
+        with tempfile.TemporaryDirectory() as tmp:
+            for arm in ARMS:
+                result = run_arm(arm, samples, seeds, args.frames, args.num_envs, args.interval, Path(tmp))
+                entry["arms"][arm] = result
+                log.info("seed set %d %s: best %.3f mean %.3f exploits %d (%.0f s) %s %s", s, arm, result["best"],
+                         result["mean"], result["exploits"], result["seconds"], [round(x, 3) for x in result["scores"]],
+                         result["networks"])
+                out.write_text(json.dumps(meta, indent=2))
+    meta["table"] = summarize(meta["sets"])
+    out.write_text(json.dumps(meta, indent=2))
+    print("\n".join(meta["table"]))
+
+
+if __name__ == "__main__":
+    main()
