@@ -1,13 +1,16 @@
-"""DexPBT-style ablation: PBT on vs off from the same initial hyperparameter samples and seeds.
+"""Selection ablation: no PBT vs each selection strategy, from the same initial samples and seeds.
 
-For each seed set, draws one hyperparameter sample per member (learning rate, entropy, gamma,
-tau, mini-epochs, clip), then trains the population twice with equal frames per member: once as
-independent runs (``pbt=no_pbt``) and once as a PBT population (``pbt=pbt_default``,
-``pbt.initial_mutation=false`` so both arms start from exactly the same samples). Reports the best
-and mean final objective per arm, their ratio, and the spread across seed sets; writes JSON and a
-markdown table.
+For each seed set, draws one hyperparameter sample per member (learning rate, entropy, gamma, tau,
+mini-epochs 2-8, clip: members differ in speed through mini-epochs), or, with ``--search_space``,
+draws them from that search space; then trains the population once per arm with equal frames per
+member: independent runs (``pbt=no_pbt``) and one PBT population per strategy
+(``pbt/selection=<name>``, ``pbt.initial_mutation=false`` so every arm starts from exactly the same
+samples and seeds). Reports per arm the best and mean final objective, their ratio to no-PBT, the
+spread across seed sets, weight replacements ("exploits") per run, members that ended below 10% of
+the arm's best without ever being replaced, and wall time. Writes JSON after every arm (a cut-off
+run keeps what it finished) and prints a markdown table.
 
-    python benchmarks/ablation.py --task Reacher --members 8 --seed_sets 3 --frames 4000000
+    python benchmarks/ablation.py --task Reacher --members 8 --seed_sets 3 --frames 1500000
 """
 import argparse
 import json
@@ -22,15 +25,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 SUMMARY = re.compile(r"SUMMARY frames=(\d+) .* mean_reward=(\S+) objective=(\S+)")
 log = logging.getLogger("ablation")
 C = "train.params.config."
+STRATEGIES = ("dexpbt", "threshold", "truncation", "tournament")
+NO_PBT = "no_pbt"
+STUCK_FRACTION = 0.1
 
 
-def sample_hyperparameters(rng: random.Random) -> Dict[str, float]:
+def sample_hyperparameters(rng: random.Random) -> Dict[str, Any]:
     """One member's starting point: a wide, partly bad spread, as a user's first guesses are."""
     return {
         C + "learning_rate": 10 ** rng.uniform(-4.0, -2.5),
@@ -42,41 +49,108 @@ def sample_hyperparameters(rng: random.Random) -> Dict[str, float]:
     }
 
 
+def space_sampler(name: str, task: str, num_envs: int) -> Any:
+    """A sampler drawing from the search space ``name`` as resolved for this task's config."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from pbt.mutation.space import parse_space, resolve_space
+    from pbt.resolvers import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
+        cfg = compose(config_name="config", overrides=[f"task={task}", f"num_envs={num_envs}", "pbt=pbt_default",
+                                                       f"pbt/search_space={name}"])
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    space = resolve_space(parse_space("search_space", resolved["pbt"]["search_space"]), resolved)
+    return lambda rng: space.sample({}, rng)
+
+
 def final_score(text: str) -> float:
+    """The member's final objective; NaN when it printed none, or "n/a" (it took a donor's weights
+    so late that no episode finished since: the mean reward is on another scale, so it is no stand-in)."""
     match = SUMMARY.search(text)
-    if not match:
+    if not match or match.group(3) == "n/a":
         return math.nan
-    reward, objective = float(match.group(2)), match.group(3)
-    return float(objective) if objective != "n/a" else reward
+    return float(match.group(3))
 
 
-def run_arm(arm: str, task: str, samples: List[Dict[str, float]], seeds: List[int], frames: int, num_envs: int,
-            root: Path, extra: List[str]) -> List[float]:
+def replaced_members(workspace: Path, members: int) -> Dict[int, int]:
+    """policy_idx -> how many times it took a donor's weights (lineage action "replace")."""
+    from pbt.storage.reader import WorkspaceReader
+
+    if not workspace.exists():
+        return {}
+    reader = WorkspaceReader(workspace, members)
+    return {i: sum(1 for e in reader.read_lineage(i) if e.action == "replace" and e.is_exploit)
+            for i in range(members)}
+
+
+def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int], frames: int, num_envs: int,
+            root: Path, extra: List[str], search_space: Optional[str]) -> Dict[str, Any]:
     interval = max(frames // 12, 100_000)
+    workspace = root / f"ws_{arm}"
     procs = []
+    start = time.time()
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
         cmd = [sys.executable, "-m", "pbt.train", f"task={task}", f"max_frames={frames}", f"num_envs={num_envs}",
                f"seed={seed}", "sim_device=cpu", "rl_device=cpu", "torch_threads=1",
                f"experiment={arm}_{idx}", f"train_dir={root / arm}"] + [f"{k}={v!r}" for k, v in hp.items()]
-        if arm == "pbt":
-            cmd += ["pbt=pbt_default", f"pbt.policy_idx={idx}", f"pbt.num_policies={len(samples)}",
-                    f"pbt.workspace={root / 'ws'}", f"pbt.interval_steps={interval}",
+        if arm != NO_PBT:
+            cmd += ["pbt=pbt_default", f"pbt/selection={arm}", f"pbt.policy_idx={idx}",
+                    f"pbt.num_policies={len(samples)}", f"pbt.workspace={workspace}", f"pbt.interval_steps={interval}",
                     f"pbt.start_after={interval}", f"pbt.ready_after={interval}", f"pbt.initial_delay={2 * interval}",
                     "pbt.initial_mutation=false"] + extra
+            if search_space:
+                cmd.append(f"pbt/search_space={search_space}")
         logf = open(root / f"{arm}_{idx}.log", "w")
         procs.append((subprocess.Popen(cmd, cwd=str(REPO), stdout=logf, stderr=subprocess.STDOUT), logf))
     for proc, logf in procs:
         proc.wait()
         logf.close()
+    seconds = time.time() - start
     scores = []
     for i in range(len(samples)):
         text = (root / f"{arm}_{i}.log").read_text()
         scores.append(final_score(text))
         if not math.isfinite(scores[-1]):  # keep the evidence: the temp dir is deleted afterwards
-            failed = root.parent / f"ablation_failed_{arm}_{i}_{int(time.time())}.log"
+            failed = REPO / "benchmarks" / "results" / f"ablation_failed_{arm}_{i}_{int(time.time())}.log"
+            failed.parent.mkdir(parents=True, exist_ok=True)
             failed.write_text(text[-20000:])
             log.warning("%s member %d printed no SUMMARY; its log tail is in %s", arm, i, failed)
-    return scores
+    replaced = replaced_members(workspace, len(samples))
+    finite = [x for x in scores if math.isfinite(x)]
+    best = max(finite) if finite else math.nan
+    stuck = [i for i, x in enumerate(scores)
+             if math.isfinite(x) and x < STUCK_FRACTION * best and not replaced.get(i)]
+    return {"scores": scores, "best": best, "mean": statistics.fmean(finite) if finite else math.nan,
+            "seconds": seconds, "exploits": sum(replaced.values()), "replaced": replaced, "stuck": stuck}
+
+
+def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
+    """The markdown table: one row per arm over the seed sets."""
+    lines = ["| arm | best (mean +- std over seed sets) | mean | best / no-PBT | mean / no-PBT | exploits per run "
+             "| stuck members (below 10% of best, never replaced) | wall time per run |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for arm in arms:
+        done = [s for s in sets if arm in s["arms"]]
+        if not done:
+            continue
+        best = [s["arms"][arm]["best"] for s in done]
+        mean = [s["arms"][arm]["mean"] for s in done]
+        best_ratio = [s["arms"][arm]["best"] / s["arms"][NO_PBT]["best"] for s in done]
+        mean_ratio = [s["arms"][arm]["mean"] / s["arms"][NO_PBT]["mean"] for s in done]
+        exploits = [s["arms"][arm]["exploits"] for s in done]
+        stuck = [len(s["arms"][arm]["stuck"]) for s in done]
+        seconds = [s["arms"][arm]["seconds"] for s in done]
+
+        def spread(values: List[float], digits: int = 3) -> str:
+            return f"{statistics.fmean(values):.{digits}f} +- {statistics.pstdev(values):.{digits}f}"
+
+        lines.append(f"| {arm} | {spread(best)} | {spread(mean)} | {spread(best_ratio, 2)} | {spread(mean_ratio, 2)} "
+                     f"| {' / '.join(str(e) for e in exploits)} | {' / '.join(str(x) for x in stuck)} "
+                     f"| {statistics.fmean(seconds):.0f} s |")
+    return lines
 
 
 def main() -> None:
@@ -84,44 +158,44 @@ def main() -> None:
     parser.add_argument("--task", default="Reacher")
     parser.add_argument("--members", type=int, default=8)
     parser.add_argument("--seed_sets", type=int, default=3)
-    parser.add_argument("--frames", type=int, default=4_000_000)
+    parser.add_argument("--frames", type=int, default=1_500_000)
     parser.add_argument("--num_envs", type=int, default=512)
-    parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for the PBT arm")
-    parser.add_argument("--out", default="benchmarks/results/ablation.json")
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES,
+                        help="the PBT arms (each pbt/selection=<name>); no-PBT always runs")
+    parser.add_argument("--search_space", default=None,
+                        help="draw the initial samples from this search space and give it to the PBT arms")
+    parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for every PBT arm")
+    parser.add_argument("--out", default="benchmarks/results/ablation_selection.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    sets = []
+    sampler = space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
+    arms = [NO_PBT] + list(args.strategies)
+    meta: Dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(), "args": vars(args),
+                            "command": " ".join(["python", "benchmarks/ablation.py"] + sys.argv[1:]), "sets": []}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     for s in range(args.seed_sets):
         rng = random.Random(1000 + s)
-        samples = [sample_hyperparameters(rng) for _ in range(args.members)]
+        samples = [sampler(rng) for _ in range(args.members)]
         seeds = [10_000 * (s + 1) + i for i in range(args.members)]
-        arms = {}
+        entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
+        meta["sets"].append(entry)
         with tempfile.TemporaryDirectory() as tmp:
-            for arm in ("no_pbt", "pbt"):
-                start = time.time()
-                scores = run_arm(arm, args.task, samples, seeds, args.frames, args.num_envs, Path(tmp), args.pbt_args)
-                finite = [x for x in scores if math.isfinite(x)]
-                arms[arm] = {"scores": scores, "best": max(finite) if finite else math.nan,
-                             "mean": statistics.fmean(finite) if finite else math.nan, "seconds": time.time() - start}
-                log.info("seed set %d %s: best %.3f mean %.3f (%.0f s) %s", s, arm, arms[arm]["best"],
-                         arms[arm]["mean"], arms[arm]["seconds"], [round(x, 3) for x in scores])
-        sets.append({"seed_set": s, "samples": samples, "seeds": seeds, **arms})
-    print(f"\n{'seed set':>8} {'no-PBT best':>12} {'PBT best':>9} {'no-PBT mean':>12} {'PBT mean':>9} "
-          f"{'best ratio':>10} {'mean ratio':>10}")
-    for r in sets:
-        a, b = r["no_pbt"], r["pbt"]
-        r["best_ratio"] = b["best"] / a["best"] if a["best"] else math.nan
-        r["mean_ratio"] = b["mean"] / a["mean"] if a["mean"] else math.nan
-        print(f"{r['seed_set']:>8} {a['best']:>12.3f} {b['best']:>9.3f} {a['mean']:>12.3f} {b['mean']:>9.3f} "
-              f"{r['best_ratio']:>10.2f} {r['mean_ratio']:>10.2f}")
-    for key in ("best", "mean"):
-        for arm in ("no_pbt", "pbt"):
-            values = [r[arm][key] for r in sets]
-            print(f"{arm:>7} {key}: {statistics.fmean(values):.3f} +- {statistics.pstdev(values):.3f} across seed sets")
-    meta = {"machine": platform.platform(), "python": platform.python_version(), "args": vars(args), "sets": sets,
-            "command": " ".join(["python", "benchmarks/ablation.py"] + sys.argv[1:])}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(meta, indent=2))
+            for arm in arms:
+                with open("/proc/loadavg") as f:
+                    load = f.read().split()[0]
+                result = run_arm(arm, args.task, samples, seeds, args.frames, args.num_envs, Path(tmp),
+                                 args.pbt_args, args.search_space)
+                result["load_before"] = float(load)
+                entry["arms"][arm] = result
+                log.info("seed set %d %s: best %.3f mean %.3f exploits %d stuck %s (%.0f s, load %s) %s", s, arm,
+                         result["best"], result["mean"], result["exploits"], result["stuck"], result["seconds"],
+                         load, [round(x, 3) for x in result["scores"]])
+                out.write_text(json.dumps(meta, indent=2))
+    table = summarize(meta["sets"], arms)
+    meta["table"] = table
+    out.write_text(json.dumps(meta, indent=2))
+    print("\n".join(table))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ NUM_POLICIES = 8
 _cmd = (
     "python -m pbt.train task=isaacgym/AllegroKukaLSTM headless=True seed=-1 "
     "max_frames=10000000000 "
-    "pbt=pbt_default pbt/mutation=allegro_kuka_mutation "
+    "pbt=pbt_default pbt/selection=dexpbt pbt/mutation=allegro_kuka_mutation "
     "pbt.interval_steps=20000000 pbt.start_after=100000000 pbt.ready_after=100000000 pbt.initial_delay=200000000 "
     "pbt.replace_fraction_worst=0.3"
 )

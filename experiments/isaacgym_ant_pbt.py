@@ -17,7 +17,7 @@ _MAX_FRAMES = 10000 * _NUM_ENVS * 16
 _cmd = (
     f"python -m pbt.train task=isaacgym/Ant headless=True seed=-1 "
     f"num_envs={_NUM_ENVS} max_frames={_MAX_FRAMES} train.params.config.save_frequency=2000 "
-    f"pbt=pbt_default pbt/mutation=ant_mutation "
+    f"pbt=pbt_default pbt/selection=dexpbt pbt/mutation=ant_mutation "
     f"pbt.interval_steps=5000000 pbt.start_after=10000000 pbt.ready_after=10000000 pbt.initial_delay=10000000"
 )
 

@@ -7,8 +7,9 @@ The members start from a deliberately uneven spread: each has its own constant l
 start (start_after=0, initial_delay=0) and every 40k frames; a member is ready to be replaced or to
 be a donor after 80k frames of its own. So within the first few iterations a bad member takes a
 leader's weights (an exploit, action "replace" in its lineage), usually more than once per run; the
-launcher's summary at the end says who gave and who took. The rules are DexPBT's (significance
-test on, nothing forced), with the worst 2 of 4 allowed to act instead of 1.
+launcher's summary at the end says who gave and who took. The rules are DexPBT's
+(``pbt/selection=dexpbt``, significance test on, nothing forced), with the worst 2 of 4 allowed to
+act instead of 1.
 """
 from launcher import Experiment, ParamGrid, RunDescription
 
@@ -16,7 +17,7 @@ NUM_POLICIES = 4
 LEARNING_RATES = [3e-3, 1e-3, 1e-4, 1e-5]
 
 _cmd = (
-    "python -m pbt.train task=Pendulum pbt=pbt_default "
+    "python -m pbt.train task=Pendulum pbt=pbt_default pbt/selection=dexpbt "
     "num_envs=256 max_frames=400000 "
     "train.params.config.lr_schedule=constant "
     "pbt.interval_steps=40000 pbt.start_after=0 pbt.initial_delay=0 pbt.ready_after=80000 "

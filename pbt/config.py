@@ -66,9 +66,11 @@ class PbtConfig:
     :data:`pbt.objective.TRAINER_STATISTICS`) or a dotted key into the env infos (``episode.<key>``
     for a scalar under ``infos["episode"]``); the default ``true_objective`` falls back to the mean
     episode return when the env never reports it."""
-    selection: str = "dexpbt"
-    """Selection strategy, a name in :data:`pbt.selection.registry.STRATEGIES`: "dexpbt" (IsaacGymEnvs:
-    worst/best groups, hysteresis, std thresholds) or "threshold" (Isaac Lab: mean +/- k*std cuts)."""
+    selection: str = "threshold"
+    """Selection strategy, a name in :data:`pbt.selection.registry.STRATEGIES` (chosen with
+    ``pbt/selection=<name>``): "threshold" (Isaac Lab: mean +/- k*std cuts), "dexpbt" (IsaacGymEnvs:
+    worst/best groups, hysteresis, std thresholds), "truncation" (bottom quantile copies the top)
+    or "tournament" (AgileRL: random tournaments with elitism)."""
     restarted: bool = False
     """Set on the argv of a re-executed worker; a fresh member mutates its hyperparameters once only
     when this is False."""

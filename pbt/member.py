@@ -17,10 +17,15 @@ from pbt.config import PbtConfig
 from pbt.keys import set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.mutation import checked_params, current_params, validate_scheme
+from pbt.mutation.scheme import warn_zero_valued
+from pbt.mutation.space import resolve_space
+from pbt.mutation.network import (NetworkTracker, explore_settings, network_overrides, network_value,
+                                  plan_network, resume_network)
 from pbt.restart import build_restart_argv
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
 from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.lineage import STARTUP
+from pbt.selection.experience import ObjectiveHistory
 from pbt.storage.format import LOCK_FILE
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
 
@@ -66,6 +71,18 @@ def is_io_error(exc: BaseException) -> bool:
     return False
 
 
+def resumed_params(configured: Mapping[str, Any], saved: Any, cfg: PbtConfig, source: str) -> Dict[str, Any]:
+    """The configured hyperparameters with the saved ones that pass the scheme's (and search
+    space's) check; a saved value that fails it (written by another version, or planted) is logged
+    and not used."""
+    explore = cfg.explore
+    clean, problems = checked_params(saved, configured, explore.mutation, explore.bounds, explore.search_space)
+    for problem in problems:
+        log.warning("PBT policy %d: not resuming a hyperparameter from %s: %s; using the configured value",
+                    cfg.policy_idx, source, problem)
+    return {key: clean.get(key, value) for key, value in configured.items()}
+
+
 def pbt_seed(cfg: PbtConfig, run_seed: int, frame: int) -> int:
     """PBT's rng seed: ``pbt.seed`` or one derived from the run seed, the member and its frame count
     (deterministic for a given history; different after each restart)."""
@@ -80,16 +97,21 @@ class PbtMember:
         self.cfg = cfg
         self.pbt = PbtConfig.from_mapping(cfg["pbt"])
         self.pbt.validate_population()
-        validate_scheme(self.pbt.explore.mutation, cfg, self.pbt.explore.bounds)
+        explore = self.pbt.explore
+        explore.search_space = resolve_space(explore.search_space, cfg)
+        validate_scheme(explore.mutation, cfg, explore.bounds, explore.search_space)
         self.run_dir = Path(run_dir)
         self.argv = list(argv)
         self.workspace = Workspace(self.pbt.workspace, self.pbt.policy_idx, self.pbt.num_policies)
-        self.params: Dict[str, Any] = current_params(cfg, self.pbt.explore.mutation)
+        self.params: Dict[str, Any] = current_params(cfg, explore.mutation, explore.search_space)
+        warn_zero_valued(self.params, explore)
+        self.network = NetworkTracker.from_config(self.pbt.explore.network_mutation, cfg)  # None: not evolved
         self.resume_record: Optional[Record] = None
         self.start_frame = 0
         self.replaced_at_frame = 0
         self.last_iteration = -1
         self.best_interval_objective: Optional[float] = None
+        self.history = ObjectiveHistory()
         self.rng = random.Random(pbt_seed(self.pbt, int(cfg.get("seed", 0)), 0))
         self.liveness: Optional[MemberLiveness] = None
         self.peer_watch = PeerWatch(self.workspace, self.pbt.liveness.heartbeat_timeout)
@@ -114,7 +136,7 @@ class PbtMember:
         except BaseException:
             self.liveness.release()
             raise
-        self.apply_params(self.params)
+        self.apply_params({**self.params, **network_overrides(self.network)})  # the network too (maybe resumed)
         return self.cfg
 
     def _resume_or_start(self) -> None:
@@ -123,7 +145,8 @@ class PbtMember:
             record = self.workspace.latest_record(idx, verify=True)
             if record is not None:
                 self.resume_record = record
-                self.params = self._checked_resume(record.params, f"its record of iteration {record.iteration}")
+                self.params = resumed_params(self.params, record.params, self.pbt, f"its record of iteration {record.iteration}")
+                resume_network(self.network, record.network, f"its record of iteration {record.iteration}", idx)
                 log.info("PBT policy %d resumes from its iteration %d (frame %d) in %s",
                          idx, record.iteration, record.frame, root)
                 return
@@ -136,7 +159,8 @@ class PbtMember:
                 )
             lineage = self.workspace.read_lineage()
             if lineage:  # killed before its first record: keep the hyperparameters it started with
-                self.params = self._checked_resume(lineage[-1].params_after, "its lineage")
+                self.params = resumed_params(self.params, lineage[-1].params_after, self.pbt, "its lineage")
+                resume_network(self.network, lineage[-1].network, "its lineage", idx)
                 log.info("PBT policy %d has no record yet but a lineage: starting from frame 0 with its "
                          "recorded hyperparameters", idx)
                 return
@@ -157,18 +181,10 @@ class PbtMember:
                         idx, ", ".join(str(p) for p in moved))
         before = dict(self.params)
         self.params = initial_mutation(self.params, self.pbt, self.rng)
-        self.append_lineage(MUTATE, None, "initial mutation of a fresh member", before, self.params,
+        sampled = bool(self.pbt.explore.search_space) and self.params != before
+        self.append_lineage(MUTATE, None, "initial sample of the search space" if sampled else
+                            "initial mutation of a fresh member", before, self.params,
                             frame=0, iteration=0, objective=None, mode=STARTUP)
-
-    def _checked_resume(self, saved: Any, source: str) -> Dict[str, Any]:
-        """The config's hyperparameters with the saved ones that pass the scheme's check; a saved
-        value that fails it (written by another version, or planted) is logged and not used."""
-        explore = self.pbt.explore
-        clean, problems = checked_params(saved, self.params, explore.mutation, explore.bounds)
-        for problem in problems:
-            log.warning("PBT policy %d: not resuming a hyperparameter from %s: %s; using the configured value",
-                        self.pbt.policy_idx, source, problem)
-        return {key: clean.get(key, value) for key, value in self.params.items()}
 
     def refuse_donor(self, idx: int, why: str, checksum: Optional[str] = None) -> None:
         """Never take member ``idx``'s record (its checkpoint ``checksum``, when given) as a donor:
@@ -209,6 +225,8 @@ class PbtMember:
         self.heartbeat(frame)
         self.replaced_at_frame = self.last_replacement_frame()
         self.last_iteration = self.start_frame // self.pbt.interval_steps
+        own = self.workspace.latest_record(self.pbt.policy_idx, max_iteration=self.last_iteration)
+        self.history = ObjectiveHistory.restored(own, self.replaced_at_frame, self.pbt.interval_steps)
         self.rng = random.Random(pbt_seed(self.pbt, int(self.cfg.get("seed", 0)), self.start_frame))
 
     def exploited(self, frame: int, params: Mapping[str, Any], replaced: bool) -> None:
@@ -219,6 +237,7 @@ class PbtMember:
         self.start_frame = int(frame)
         if replaced:
             self.replaced_at_frame = int(frame)
+            self.history.forget()
         self.best_interval_objective = None
 
     def last_replacement_frame(self) -> int:
@@ -239,21 +258,24 @@ class PbtMember:
         self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
     ) -> Decision:
         """Publish, scan the population, decide, and log the decision (the caller acts on it)."""
-        iteration = frame // self.pbt.interval_steps
-        self.last_iteration = iteration
+        iteration = self.last_iteration = frame // self.pbt.interval_steps
+        self.history.note(iteration, objective)
         own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
-                                  frames_since_replace=frame - self.replaced_at_frame)
-        peers = self.workspace.latest_records(max_iteration=iteration)
-        peers[self.pbt.policy_idx] = own
-        stale = [i for i, status in self.check_peers().items() if status.state == STALE]
-        banned = disallowed_donors(peers.values(), stale)
-        banned |= {i for i, r in peers.items() if r.checksum in self.refused_checksums}
-        member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
-        decision = decide(member, list(peers.values()), self.pbt, self.rng, banned_donors=banned,
-                          on_refused=self.refuse_donor)
-        self.best_interval_objective = None
-        self.keep_best(peers)
-        self.workspace.cleanup(peers)
+                                  frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
+                                  network=network_value(self.network))
+        with self.workspace.store.scan():  # an object store: one listing serves the whole step
+            peers = self.workspace.latest_records(max_iteration=iteration)
+            peers[self.pbt.policy_idx] = own
+            stale = [i for i, status in self.check_peers().items() if status.state == STALE]
+            banned = disallowed_donors(peers.values(), stale)
+            banned |= {i for i, r in peers.items() if r.checksum in self.refused_checksums}
+            member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
+            decision = decide(member, list(peers.values()), explore_settings(self.network, self.pbt, self.rng),
+                              self.rng, banned_donors=banned, on_refused=self.refuse_donor, stale=stale)
+            plan_network(self.network, decision.action != KEEP, decision.donor, self.rng)
+            self.best_interval_objective = None
+            self.keep_best(peers)
+            self.workspace.cleanup(peers)
         return decision
 
     def try_iterate(
@@ -284,8 +306,11 @@ class PbtMember:
         self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
     ) -> Record:
         """Publish the current state as this iteration's record (before the process stops)."""
-        record = self.workspace.save(frame // self.pbt.interval_steps, frame, objective, self.params, state,
-                                     episode_returns, frames_since_replace=frame - self.replaced_at_frame)
+        iteration = frame // self.pbt.interval_steps
+        self.history.note(iteration, objective)
+        record = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
+                                     frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
+                                     network=network_value(self.network))
         self.flush_lineage()
         return record
 
@@ -342,7 +367,7 @@ class PbtMember:
             log.warning("PBT policy %d: cannot restart from %s's checkpoint (%s); keeping current weights",
                         self.pbt.policy_idx, "its own" if source is None else f"policy {source.policy_idx}", exc)
             return None
-        overrides: Dict[str, Any] = dict(decision.params_after)
+        overrides: Dict[str, Any] = {**decision.params_after, **network_overrides(self.network)}  # + its network
         overrides["experiment"] = self.cfg["experiment"]
         return RestartPlan(dest, build_restart_argv(self.argv, overrides, str(dest)))
 
@@ -359,7 +384,7 @@ class PbtMember:
             donor_objective=None if donor is None else donor.objective,
             mode=mode if action != KEEP else None, mode_reason=mode_reason,
             params_before=dict(before), params_after=dict(after),
-            time=now, decided_at=now if decided_at is None else decided_at,
+            time=now, decided_at=now if decided_at is None else decided_at, network=network_value(self.network),
         ))
 
     def flush_lineage(self) -> bool:

@@ -1,11 +1,13 @@
 """``python -m pbt.train key=value ...``: train one worker (one PBT member when ``pbt`` is on)."""
 import logging
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from pbt.errors import PbtError
+from pbt.groups import check_group_choices
 from pbt.resolvers import CONFIG_DIR, register_resolvers
 from pbt.tasks.registry import rewrite_task_overrides
 
@@ -24,6 +26,7 @@ def main() -> None:
     register_resolvers()
     try:
         sys.argv = [sys.argv[0], *rewrite_task_overrides(sys.argv[1:])]
+        check_group_choices(sys.argv[1:], Path(CONFIG_DIR))
     except PbtError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         sys.exit(2)

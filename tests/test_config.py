@@ -20,7 +20,7 @@ from pbt.selection import STRATEGIES, DexPbtConfig, SelectionGates, ThresholdCon
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
-def test_defaults_are_dexpbt_upstream() -> None:
+def test_defaults_are_dexpbt_upstream_with_the_threshold_strategy() -> None:
     cfg = PbtConfig()
     dex, thr = cfg.strategies["dexpbt"], cfg.strategies["threshold"]
     assert cfg.enabled is False
@@ -30,7 +30,8 @@ def test_defaults_are_dexpbt_upstream() -> None:
     assert (dex.replace_threshold_frac_std, dex.replace_threshold_frac_absolute) == (0.5, 0.05)
     assert (cfg.explore.mutation_rate, cfg.explore.change_min, cfg.explore.change_max) == (0.15, 1.1, 1.5)
     assert cfg.gates.dbg_mode is False and cfg.restarted is False and cfg.seed is None
-    assert (cfg.objective, cfg.selection) == ("true_objective", "dexpbt")
+    assert (cfg.objective, cfg.selection) == ("true_objective", "threshold")  # BENCHMARKS.md: selection ablation
+    assert cfg.gates.equal_experience is True and not cfg.explore.search_space
     assert (thr.threshold_std, thr.threshold_abs) == (0.1, 0.025)
     assert cfg.explore.mutation == DEFAULT_MUTATION
     assert cfg.explore.mutation is not DEFAULT_MUTATION  # each config owns its scheme
@@ -172,7 +173,8 @@ FLAT_KEYS = [
     "selection", "threshold_std", "threshold_abs", "threshold_abs_relative", "ready_after", "significance",
     "min_mutations", "discount_change_min", "discount_change_max", "bounds", "mutation", "initial_mutation",
     "restarted", "seed", "restart_mode", "heartbeat_interval", "heartbeat_timeout", "on_write_error",
-    "overwrite", "resume",
+    "overwrite", "resume", "network_mutation", "equal_experience", "search_space", "quantile",
+    "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop",
 ]
 
 
@@ -183,6 +185,8 @@ def test_flat_keys_are_unchanged_and_each_in_one_section() -> None:
     assert owner["ready_after"] == "gates" and owner["dbg_mode"] == "gates"
     assert owner["replace_fraction_worst"] == "strategies.dexpbt"
     assert owner["threshold_abs_relative"] == "strategies.threshold"
+    assert owner["quantile"] == "strategies.truncation" and owner["eval_loop"] == "strategies.tournament"
+    assert owner["equal_experience"] == "gates" and owner["search_space"] == "explore"
     assert owner["mutation"] == "explore" and owner["initial_mutation"] == "explore"
     assert owner["heartbeat_timeout"] == "liveness"
     assert sorted(PbtConfig().to_dict()) == sorted(FLAT_KEYS)
@@ -344,10 +348,17 @@ def _load(name: str) -> Dict[str, Any]:
 @pytest.mark.parametrize("name, enabled", [("pbt_default.yaml", True), ("no_pbt.yaml", False)])
 def test_group_files_carry_every_key_with_defaults(name: str, enabled: bool) -> None:
     data = _load(name)
-    assert data.pop("defaults") == [{"mutation": "default"}, {"selection": sorted(STRATEGIES)}, "_self_"]
-    for strategy in STRATEGIES:
+    defaults = data.pop("defaults")
+    assert defaults[0] == {"mutation": "default"} and defaults[-1] == "_self_"
+    # every strategy's keys are loaded (config entries), then the chosen strategy (a group choice)
+    assert [d for d in defaults if isinstance(d, str) and d.startswith("selection/")] == \
+        [f"selection/{s}" for s in STRATEGIES]
+    assert {"selection": "threshold"} in defaults and {"search_space": None} in defaults
+    assert "selection" not in data  # set by the chosen strategy's file, which _self_ must not override
+    for strategy in list(STRATEGIES) + ["threshold"]:
         data.update(_load(f"selection/{strategy}.yaml"))
-    assert sorted(data) == sorted(n for n in flat_keys() if n != "mutation")
+    # mutation and network_mutation come from the pbt/mutation group file (agilerl.yaml sets both)
+    assert sorted(data) == sorted(n for n in flat_keys() if n not in ("mutation", "network_mutation"))
     cfg = PbtConfig.from_mapping(dict(data, mutation=_load("mutation/default.yaml")))
     assert cfg == PbtConfig(enabled=enabled)
 
@@ -357,6 +368,7 @@ def test_each_strategy_has_one_config_file_with_its_keys(strategy: str) -> None:
     path = CONFIGS / "pbt" / "selection" / f"{strategy}.yaml"
     assert path.read_text().splitlines()[0] == "# @package pbt"
     data = _load(f"selection/{strategy}.yaml")
+    assert data.pop("selection") == strategy  # choosing the file (pbt/selection=<name>) selects the strategy
     assert sorted(data) == sorted(STRATEGIES[strategy].config_class.keys())
     assert STRATEGIES[strategy].config_class.from_flat(data) == PbtConfig().strategies[strategy]
 

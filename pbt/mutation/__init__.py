@@ -5,6 +5,8 @@
 - :mod:`pbt.mutation.registry`: name -> mutation with its declared properties;
 - :mod:`pbt.mutation.scheme`: mutate a member's hyperparameters by a scheme, validate a scheme;
 - :mod:`pbt.mutation.explore`: the ``explore`` config section.
+- :mod:`pbt.mutation.network`: AgileRL's network mutations (``pbt/mutation=agilerl``): the network
+  spec, the ``network_mutation`` settings and the pure decision of each explore step.
 
 No torch: runs on Python 3.8 with the standard library only.
 """

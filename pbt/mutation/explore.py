@@ -9,7 +9,9 @@ from typing import Any, Dict, Mapping, Optional
 
 from pbt.errors import ConfigError
 from pbt.mutation.base import HyperparameterMutation
+from pbt.mutation.network import NetworkMutationConfig, to_network_mutation
 from pbt.mutation.registry import get_mutation
+from pbt.mutation.space import SearchSpace, parse_space
 from pbt.sections import PARSER, Section, require, require_finite, to_float, type_error
 
 _PREFIX = "train.params.config."
@@ -124,6 +126,23 @@ class ExploreConfig(Section):
     """A fresh member mutates its starting hyperparameters once so the population starts diverse
     (when its selection strategy does so, as DexPBT). false: start from the hyperparameters given
     (e.g. an ablation that seeds both arms with the same samples)."""
+    network_mutation: Optional[NetworkMutationConfig] = field(default=None, metadata={PARSER: to_network_mutation})
+    """AgileRL's network mutations (``pbt/mutation=agilerl``, :mod:`pbt.mutation.network`): the
+    probabilities of each kind drawn at an explore step, the noise and the network's limits. None:
+    only hyperparameters mutate."""
+
+    search_space: SearchSpace = field(default_factory=lambda: SearchSpace({}), metadata={PARSER: parse_space})
+    """Typed search space (``pbt/search_space=<name>``, :mod:`pbt.mutation.space`): full config key ->
+    ``{type: loguniform|uniform|int|choice, low, high | values}``. A fresh member samples its keys;
+    every mutation of them stays inside. Empty: no search space."""
+
+    def to_flat(self) -> Dict[str, Any]:
+        flat = super().to_flat()
+        flat["search_space"] = self.search_space.to_spec()
+        if flat.get("network_mutation") is not None:  # tuples are not YAML-safe
+            flat["network_mutation"] = {k: list(v) if isinstance(v, tuple) else v
+                                        for k, v in flat["network_mutation"].items()}
+        return flat
 
     def __post_init__(self) -> None:
         require(0.0 <= self.mutation_rate <= 1.0, "mutation_rate", self.mutation_rate, "in [0, 1]")
@@ -136,6 +155,12 @@ class ExploreConfig(Section):
                 "discount_change_max", self.discount_change_max,
                 f"a finite number >= pbt.discount_change_min ({self.discount_change_min})")
         self.bounds = to_bounds("bounds", self.bounds)
+        self.search_space = parse_space("search_space", self.search_space)
+        for key in self.search_space.dims:
+            why = frozen_reason(key)
+            if why is not None:
+                raise ConfigError(f"pbt.search_space['{key}']: this key must never change ({why}). Remove it "
+                                  "from the search space.")
         self._check_mutation_names()
         self._check_bounds()
 

@@ -7,6 +7,7 @@ decision out. Which hook fires when: docs/rl_games.md.
 """
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -20,7 +21,7 @@ from pbt.errors import ConfigError, PbtError, WorkspaceError, did_you_mean
 from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
 from pbt.rl_games.agent import AgentAdapter
 from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
-from pbt.rl_games.registry import algo_name, make_adapter
+from pbt.rl_games.registry import adapter_class, algo_name, make_adapter
 from pbt.rl_games.tensorboard import PbtScalars, start_wandb
 from pbt.rl_games.vecenv import EPISODE_RETURN_KEY
 from pbt.storage.checkpoints import load_state_file
@@ -47,6 +48,20 @@ def info_keys(infos: Any, prefix: str = "") -> List[str]:
     return sorted(keys)
 
 
+def _follower_rank(cfg: Dict[str, Any]) -> bool:
+    """This process is rank > 0 of a multi-process (``multi_gpu``, torchrun) agent. ConfigError when
+    PBT would need to restart such a member (its ranks cannot re-execute together)."""
+    if not cfg.get("train", {}).get("params", {}).get("config", {}).get("multi_gpu", False):
+        return False
+    inplace = set(adapter_class(algo_name(cfg)).inplace_keys())
+    restart = sorted(k for k in (cfg["pbt"].get("mutation") or {}) if k not in inplace)
+    if restart or cfg["pbt"].get("restart_mode") == "exec":
+        raise ConfigError(f"a multi-process member (multi_gpu=True) can only change hyperparameters in place, but "
+                          f"{', '.join(restart) or 'pbt.restart_mode=exec'} would restart it. Mutate only in-place "
+                          f"keys ({', '.join(sorted(inplace))}) with pbt.restart_mode=inplace.")
+    return int(os.environ.get("RANK", "0") or 0) > 0
+
+
 class WorkerObserver(AlgoObserver):
     """Glue between rl_games' training loop and the project's modules."""
 
@@ -67,6 +82,11 @@ class WorkerObserver(AlgoObserver):
 
     def prepare(self) -> Dict[str, Any]:
         """Start-up work that may change the config before the task and agent are built."""
+        if self.cfg.get("pbt", {}).get("enabled") and _follower_rank(self.cfg):
+            # A multi-process member: rank 0 runs PBT and writes; its decisions reach this rank through
+            # the learner (pbt/rl_games/trpo/spmd.py).
+            log.info("rank %s of a multi-process member: PBT runs on rank 0", os.environ.get("RANK"))
+            self.cfg["pbt"]["enabled"] = False
         if self.cfg.get("pbt", {}).get("enabled"):
             from pbt.member import PbtMember
 
@@ -97,6 +117,10 @@ class WorkerObserver(AlgoObserver):
             record = self.member.resume_record
             self.restore(agent, self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}")
         self.start_frame = int(algo.frame)
+        if self.member is not None and self.member.network is not None:
+            from pbt.rl_games.surgery import parameter_count
+
+            self.member.network.parameters = parameter_count(algo.model)
         if self.member is not None:
             self.member.started(self.start_frame)
             scalars = PbtScalars.for_member(algo.writer, self.member, self.start_frame)

@@ -7,7 +7,9 @@ argument; peers are visited in policy_idx order, so a decision is reproducible f
 
 - :mod:`pbt.selection.base`: Decision, MemberState, the Strategy interface, the shared gates;
 - :mod:`pbt.selection.population`: the view of the population, ranking, groups, donor eligibility;
-- :mod:`pbt.selection.dexpbt`, :mod:`pbt.selection.threshold`: the strategies;
+- :mod:`pbt.selection.dexpbt`, :mod:`pbt.selection.threshold`, :mod:`pbt.selection.truncation`,
+  :mod:`pbt.selection.tournament`: the strategies;
+- :mod:`pbt.selection.experience`: equal-experience comparison (records as of one iteration);
 - :mod:`pbt.selection.registry`: name -> strategy, and ``decide`` / ``initial_mutation``;
 - :mod:`pbt.selection.stats`: the Welch t-test behind the significance gate.
 """
@@ -36,10 +38,13 @@ from pbt.selection.registry import (
     strategy_names,
 )
 from pbt.selection.threshold import Threshold, ThresholdConfig
+from pbt.selection.tournament import Tournament, TournamentConfig
+from pbt.selection.truncation import Truncation, TruncationConfig
 
 __all__ = [
     "KEEP", "MUTATE", "REPLACE", "STRATEGIES", "Context", "Decision", "DexPbt", "DexPbtConfig", "MemberState",
-    "SelectionGates", "SelectionSettings", "Strategy", "Threshold", "ThresholdConfig", "check_policy_idx",
+    "SelectionGates", "SelectionSettings", "Strategy", "Threshold", "ThresholdConfig", "Tournament",
+    "TournamentConfig", "Truncation", "TruncationConfig", "check_policy_idx",
     "decide", "default_settings", "eligible_donors", "get_strategy", "group_size", "initial_mutation",
     "invalid_donors", "is_diverged", "is_ready", "known_objective", "mean_std", "population_view", "rank", "strategy_names", "trimmed_std",
 ]

@@ -50,6 +50,9 @@ class Decision:
     """Hyperparameters in force before the decision (the own record's)."""
     params_after: Dict[str, Any]
     """Hyperparameters to train with next (equal to params_before when keeping)."""
+    compared_iteration: Optional[int] = None
+    """The iteration at which members were ranked (equal experience: earlier than this member's
+    own when a peer is behind); None when no comparison was made."""
 
     @property
     def donor_idx(self) -> Optional[int]:
@@ -87,6 +90,11 @@ class SelectionGates(Section):
     """Noise-aware replacement: replace weights only when the donor's recent per-episode
     objectives are higher than this member's with a one-sided Welch t-test p-value below this
     (as in the original PBT paper). null disables the test (means only)."""
+    equal_experience: bool = True
+    """Rank members at equal experience: when a peer's newest record is at an earlier iteration
+    than this member's, every member is compared by its objective at that iteration (records carry
+    their objective history), so fast members are not judged against slow members' early
+    objectives (:mod:`pbt.selection.experience`). false: compare newest records as they are."""
     dbg_mode: bool = False
     """Debug: every member past start_after/initial_delay acts (worst-group, hysteresis and
     known-objective gates are skipped). Only for testing the restart machinery."""
@@ -103,6 +111,9 @@ class SelectionGates(Section):
 
 Explore = Callable[[Mapping[str, Any], random.Random], Dict[str, Any]]
 """``explore(params, rng) -> mutated copy``: the configured mutation of hyperparameters."""
+Perturb = Callable[[Mapping[str, Any], random.Random, Sequence[float], float], Dict[str, Any]]
+"""``perturb(params, rng, factors, resample_probability) -> perturbed copy``: PBT's perturbation
+(resample from the search space, or multiply by a factor / move one step), inside the space."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,8 @@ class Context:
     """Mutates hyperparameters (the ``explore`` config section applied)."""
     banned_donors: AbstractSet[int] = frozenset()
     """Members that stay ranked (counts, groups, spread) but are never taken as donors."""
+    perturb: Optional[Perturb] = None
+    """The perturbation explore step (truncation); None: ``explore`` is used instead."""
 
 
 class Strategy(abc.ABC):
@@ -138,6 +151,14 @@ class Strategy(abc.ABC):
 
     # -- helpers every strategy uses ----------------------------------------------------------------
 
+    def waiting(self, own: MemberState) -> Optional[str]:
+        """Why this member does not act yet (timing gates, unknown objective, ready rule), or None;
+        a diverged member (NaN/inf objective) never waits for them."""
+        if own.record.objective is not None and not math.isfinite(own.record.objective):
+            return None
+        gates = self.ctx.gates
+        return timing_gate(own, gates) or unknown_gate(own) or ready_gate(own, gates)
+
     def keep(self, own: MemberState, reason: str) -> Decision:
         params = dict(own.record.params)
         return Decision(KEEP, None, reason, params, dict(params))
@@ -145,9 +166,12 @@ class Strategy(abc.ABC):
     def act(self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str,
             rng: random.Random) -> Decision:
         """Mutate ``base`` params; replace weights with ``donor``'s when given, else keep own weights."""
-        after = self.ctx.explore(base, rng)
+        return self.decision(own, donor, self.ctx.explore(base, rng), reason)
+
+    def decision(self, own: MemberState, donor: Optional["Record"], after: Mapping[str, Any], reason: str) -> Decision:
+        """Replace (with ``donor``) or mutate, training next with ``after``."""
         action = REPLACE if donor is not None else MUTATE
-        return Decision(action, donor, reason, dict(own.record.params), after)
+        return Decision(action, donor, reason, dict(own.record.params), dict(after))
 
 
 # -- shared gates -----------------------------------------------------------------------------------

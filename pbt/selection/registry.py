@@ -13,11 +13,15 @@ from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mappi
 
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.scheme import checked_params, mutate_params
+from pbt.mutation.scheme import perturb as perturb_params
 from pbt.sections import Section, choice_error
 from pbt.selection.base import KEEP, Context, Decision, MemberState, SelectionGates, Strategy
 from pbt.selection.dexpbt import DexPbt
+from pbt.selection.experience import align, describe
 from pbt.selection.population import check_policy_idx, invalid_donors, population_view
 from pbt.selection.threshold import Threshold
+from pbt.selection.tournament import Tournament
+from pbt.selection.truncation import Truncation
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -39,6 +43,8 @@ logger = logging.getLogger(__name__)
 STRATEGIES: Dict[str, Type[Strategy]] = {
     "dexpbt": DexPbt,
     "threshold": Threshold,
+    "truncation": Truncation,
+    "tournament": Tournament,
 }
 """Every selection strategy by name: the one list of valid ``pbt.selection`` values."""
 
@@ -63,7 +69,8 @@ def default_settings() -> Dict[str, Section]:
 
 def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, rng: random.Random,
            *, banned_donors: AbstractSet[int] = frozenset(),
-           on_refused: Optional[Callable[[int, str], None]] = None) -> Decision:
+           on_refused: Optional[Callable[[int, str], None]] = None,
+           stale: AbstractSet[int] = frozenset()) -> Decision:
     """Decide what this member does at this PBT iteration, by the strategy ``cfg.selection``.
 
     ``banned_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
@@ -72,6 +79,9 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
     finite, outside the function's range or ``pbt.bounds``) are banned the same way, and
     ``on_refused(policy_idx, why)`` is called for each (default: logged). Never raises for a peer's
     junk, and never returns a changed hyperparameter that fails that check.
+
+    With ``gates.equal_experience`` every record is first taken as of the compared iteration
+    (:mod:`pbt.selection.experience`); ``stale`` members (no heartbeat) do not hold it back.
     """
     strategy_class = get_strategy(cfg.selection)
     check_policy_idx(own.record.policy_idx, cfg.num_policies)
@@ -81,7 +91,7 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
         return mutate_params(params, explore, rng)
 
     def check(params: Any) -> List[str]:
-        return checked_params(params, own.record.params, explore.mutation, explore.bounds)[1]
+        return checked_params(params, own.record.params, explore.mutation, explore.bounds, explore.search_space)[1]
 
     view = population_view(own.record, peers, cfg.num_policies)
     refused = invalid_donors(view, own.record.policy_idx, check)
@@ -90,9 +100,23 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
             on_refused(idx, why)
         else:
             logger.warning("PBT policy %d: member %d is no donor: %s", own.record.policy_idx, idx, why)
-    context = Context(cfg.num_policies, cfg.gates, mutate, frozenset(banned_donors) | frozenset(refused))
+    def perturb(params: Mapping[str, Any], rng: random.Random, factors: Sequence[float],
+                resample_probability: float) -> Dict[str, Any]:
+        return perturb_params(params, explore, rng, factors, resample_probability)
+
+    context = Context(cfg.num_policies, cfg.gates, mutate, frozenset(banned_donors) | frozenset(refused), perturb)
     strategy = strategy_class(cfg.strategies[cfg.selection], context)
-    decision = _checked(strategy.decide(own, peers, rng), explore)
+    compared = own.record.iteration
+    if cfg.gates.equal_experience:
+        aligned, peers, compared = align(own.record, view, frozenset(stale))
+        if compared < own.record.iteration:  # the in-interval hysteresis belongs to the newest iteration
+            own = MemberState(aligned, None, own.frames_since_start)
+    decision = strategy.decide(own, peers, rng)
+    if decision.donor is not None:  # the donor's newest record (its weights), not the copy ranked
+        decision = dataclasses.replace(decision, donor=view.get(decision.donor.policy_idx) or decision.donor)
+    decision = dataclasses.replace(decision, compared_iteration=compared,
+                                   reason=decision.reason + describe(own.record, compared))
+    decision = _checked(decision, explore)
     logger.debug("PBT policy %d: %s (%s)", own.record.policy_idx, decision.action, decision.reason)
     return decision
 
@@ -102,7 +126,7 @@ def _checked(decision: Decision, explore: ExploreConfig) -> Decision:
     key becomes an int); a keep when one fails the check (a guard: donors and mutations are checked
     already)."""
     changed = {key: after for key, (_, after) in decision.changed_params.items()}
-    clean, problems = checked_params(changed, changed, explore.mutation, explore.bounds)
+    clean, problems = checked_params(changed, changed, explore.mutation, explore.bounds, explore.search_space)
     if problems:
         why = "; ".join(problems)
         logger.error("PBT: refusing a decision with invalid hyperparameters (%s); keeping", why)
@@ -113,11 +137,18 @@ def _checked(decision: Decision, explore: ExploreConfig) -> Decision:
 
 
 def initial_mutation(params: Mapping[str, Any], cfg: SelectionSettings, rng: random.Random) -> Dict[str, Any]:
-    """The one mutation of a fresh member's hyperparameters, so the population starts diverse.
+    """A fresh member's starting hyperparameters, so the population starts diverse: a sample of
+    the search space when there is one (every key of the space drawn), else one mutation when its
+    strategy declares it.
 
     Returns the params unchanged for a restarted member (``cfg.restarted``), with
-    ``pbt.initial_mutation=false``, and for strategies that declare no initial mutation.
+    ``pbt.initial_mutation=false`` (start from the values given), and for strategies that declare
+    no initial mutation when there is no search space.
     """
-    if cfg.restarted or not cfg.explore.initial_mutation or not get_strategy(cfg.selection).initial_mutation:
+    if cfg.restarted or not cfg.explore.initial_mutation:
+        return dict(params)
+    if cfg.explore.search_space:
+        return cfg.explore.search_space.sample(params, rng)
+    if not get_strategy(cfg.selection).initial_mutation:
         return dict(params)
     return mutate_params(params, cfg.explore, rng)

@@ -2,8 +2,10 @@
 
 Leaders lie above max(mu + k*sigma, mu + A), underperformers below min(mu - k*sigma, mu - A) of the
 known objectives. An underperformer copies a random ready leader's weights and hyperparameters (when
-the lead passes the significance test), or only mutates when there is none. Fresh members start
-from the hyperparameters given: Isaac Lab has no initial mutation.
+the lead passes the significance test), or only mutates when there is none. A fresh member mutates
+its hyperparameters once (as under DexPBT), so a population started with one config and seed is
+not N copies of one run; Isaac Lab starts from the values given (``pbt.initial_mutation=false``,
+what ``task=isaaclab/<TaskId>`` sets).
 """
 import random
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ class Threshold(Strategy):
     """Mean +/- k*std cuts: underperformers copy leaders."""
 
     config_class = ThresholdConfig
-    initial_mutation = False
+    initial_mutation = True
     settings: ThresholdConfig
 
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:

@@ -70,6 +70,9 @@ class LineageEntry:
     """Unix time the entry was written."""
     decided_at: float = 0.0
     """Unix time of the decision (exploit latency = first step with new weights - decided_at)."""
+    network: Optional[Dict[str, Any]] = None
+    """The network in force after the event (units, activation, parameters) when members evolve it
+    (``pbt/mutation=agilerl``); None otherwise."""
 
     @property
     def is_startup(self) -> bool:
@@ -114,6 +117,7 @@ class LineageEntry:
             params_after=_params(data.get("params_after")),
             time=_number(data.get("time")) or 0.0,
             decided_at=_number(data.get("decided_at")) or 0.0,
+            network=_params(data.get("network")) or None,
         )
 
 

@@ -64,10 +64,18 @@ class Record:
     """Frames this member trained since its weights last came from a donor (or since it started
     fresh): the "ready" rule keeps younger members from being replaced or used as donors."""
     version: int = RECORD_VERSION
+    network: Optional[Dict[str, Any]] = None
+    """The network in force when its members evolve it (``pbt/mutation=agilerl``): hidden ``units``,
+    ``activation`` and the ``parameters`` count; None otherwise (and in older records)."""
+    history: Dict[int, Optional[float]] = field(default_factory=dict)
+    """This member's objective by iteration since its weights last came from a donor (or since it
+    started), the newest MAX_HISTORY: peers rank it at equal experience and average its recent
+    objectives (``eval_loop``). Optional on disk: older records have none."""
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
         data["params"] = dict(self.params)
+        data["history"] = {str(k): v for k, v in sorted(self.history.items())}  # YAML/JSON keys are strings
         return data
 
     @classmethod
@@ -93,6 +101,8 @@ class Record:
                 episode_returns=_numbers(data.get("episode_returns")),
                 frames_since_replace=_int_field(data, "frames_since_replace", MAX_COUNT, 0),
                 version=_int_field(data, "version", MAX_COUNT, RECORD_VERSION),
+                network=_network(data.get("network")),
+                history=_history(data.get("history")),
             )
         except KeyError as exc:
             raise CorruptRecordError(f"{source}: not a valid PBT record (missing {exc})") from exc
@@ -105,7 +115,7 @@ class Record:
         return self.objective is not None and math.isfinite(self.objective)
 
 
-_RECORD_KEYS = frozenset(f.name for f in fields(Record))
+_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history"}  # optional (older records)
 
 
 MAX_POLICY_IDX = 1_000_000
@@ -115,6 +125,8 @@ MAX_COUNT = 2 ** 62
 MAX_PARAMS = 1000
 MAX_PARAM_STRING = 4096
 MAX_EPISODE_RETURNS = 100_000
+MAX_HISTORY = 512
+"""A record keeps at most this many iterations of objective history."""
 
 
 def _is_number(value: Any) -> bool:
@@ -163,6 +175,41 @@ def _params(value: Any) -> Dict[str, Any]:
             out[key] = [_scalar(v, key) for v in sub]
         else:
             out[key] = _scalar(sub, key)
+    return out
+
+
+def _network(value: Any) -> Optional[Dict[str, Any]]:
+    """A record's ``network`` as plain data (its meaning is checked by the member that uses it)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or len(value) > 16:
+        raise ValueError(f"network must be a mapping of at most 16 keys or null, got {type(value).__name__}")
+    return _params(value)
+
+
+def _history(value: Any) -> Dict[int, Optional[float]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or len(value) > MAX_HISTORY:
+        raise ValueError(f"history must be a mapping of at most {MAX_HISTORY} iteration -> objective")
+    out: Dict[int, Optional[float]] = {}
+    for key, objective in value.items():
+        if type(key) is not str or not key.isdigit() or len(key) > 18:
+            raise ValueError(f"history keys must be iteration numbers, got {key!r:.80}")
+        out[int(key)] = None if objective is None else _number(objective, "history[]")
+    return out
+
+
+def plain_history(history: Optional[Mapping[int, Optional[float]]]) -> Dict[int, Optional[float]]:
+    """The newest MAX_HISTORY entries of ``history`` with finite objectives as floats, others None
+    (a NaN has no JSON spelling and ranks as unknown in comparisons anyway)."""
+    if not history:
+        return {}
+    out: Dict[int, Optional[float]] = {}
+    for iteration in sorted(history)[-MAX_HISTORY:]:
+        value = history[iteration]
+        finite = value is not None and not isinstance(value, bool) and math.isfinite(float(value))
+        out[int(iteration)] = float(value) if finite else None  # type: ignore[arg-type]
     return out
 
 

@@ -28,9 +28,10 @@ from pbt.storage.format import (
     record_name,
 )
 from pbt.storage.lineage import LineageEntry
+from pbt.storage.objectlog import log_dir
 from pbt.storage.local import HOST, atomic_write_bytes
 from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
-from pbt.storage.record import Record, record_to_yaml, to_plain
+from pbt.storage.record import Record, plain_history, record_to_yaml, to_plain
 from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order
 
 logger = logging.getLogger(__name__)
@@ -71,12 +72,12 @@ class Workspace(WorkspaceReader):
             self.store.ensure_dir(key)
 
     @property
-    def own_dir(self) -> Path:
+    def own_dir(self) -> Union[Path, str]:
         return self.member_dir(self.policy_idx)
 
     @property
-    def best_dir(self) -> Path:
-        return Path(self.store.path(self.best_key))
+    def best_dir(self) -> Union[Path, str]:
+        return self.located(self.best_key)
 
     # ---- start-up ----------------------------------------------------------------------------
 
@@ -96,15 +97,15 @@ class Workspace(WorkspaceReader):
 
     def has_own_files(self) -> bool:
         """True when this member's directory holds any record, checkpoint or lineage."""
-        return any(n == LINEAGE_FILE or iteration_of(n, RECORD_SUFFIX) is not None
+        return any(n in (LINEAGE_FILE, log_dir(LINEAGE_FILE)) or iteration_of(n, RECORD_SUFFIX) is not None
                    or iteration_of(n, CHECKPOINT_SUFFIX) is not None for n in self.store.list(self.own_key))
 
-    def move_aside(self) -> List[Path]:
+    def move_aside(self) -> List[Union[Path, str]]:
         """Move this member's directory and its best copy aside (``<idx:03d>.old-<time>``,
         ``best<idx>.old-<time>``) and create empty ones: a fresh start that deletes nothing.
         Returns the new paths of what was moved."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        moved: List[Path] = []
+        moved: List[Union[Path, str]] = []
         for key in (self.own_key, self.best_key):
             if not self.store.exists(key):
                 continue
@@ -115,22 +116,26 @@ class Workspace(WorkspaceReader):
                 target = f"{key}.old-{stamp}-{suffix}"
             self.store.rename(key, target)
             self.store.ensure_dir(key)
-            moved.append(Path(self.store.path(target)))
+            moved.append(self.located(target))
         self._cache.pop(self.policy_idx, None)
         return moved
 
     # ---- publishing --------------------------------------------------------------------------
 
     def save(self, iteration: int, frame: int, objective: Optional[float], params: Mapping[str, Any],
-             state: Mapping[str, Any], episode_returns: Iterable[float] = (), frames_since_replace: int = 0) -> Record:
+             state: Mapping[str, Any], episode_returns: Iterable[float] = (), frames_since_replace: int = 0,
+             network: Optional[Mapping[str, Any]] = None,
+             history: Optional[Mapping[int, Optional[float]]] = None) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(iteration, frame, objective, params, serialize_state(state), episode_returns,
-                            frames_since_replace)
+                            frames_since_replace, network, history)
 
     def publish(self, iteration: int, frame: int, objective: Optional[float], params: Mapping[str, Any],
                 checkpoint_bytes: bytes, episode_returns: Iterable[float] = (),
-                frames_since_replace: int = 0) -> Record:
-        """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``."""
+                frames_since_replace: int = 0, network: Optional[Mapping[str, Any]] = None,
+                history: Optional[Mapping[int, Optional[float]]] = None) -> Record:
+        """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``.
+        ``history``: the member's objective by iteration (the newest MAX_HISTORY are kept)."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -145,13 +150,15 @@ class Workspace(WorkspaceReader):
             params=to_plain(dict(params), "params"), checkpoint=checkpoint_name(iteration),
             checksum=sha256_hex(checkpoint_bytes), time=time.time(), episode_returns=returns,
             frames_since_replace=int(frames_since_replace),
+            network=None if network is None else to_plain(dict(network), "network"),
+            history=plain_history(history),
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"
         self.store.ensure_dir(self.own_key)  # a symlink a peer put in its place is moved aside
         self.own_checkpoint_size = len(checkpoint_bytes)
         # Re-publishing an iteration: drop the old record first, so it never names the new bytes.
-        if self.store.exists(record_key):
+        if self.store.stat(record_key) is not None:  # one request on an object store (exists may list)
             self.store.delete(record_key)
         self.store.put_atomic(f"{self.own_key}/{record.checkpoint}", checkpoint_bytes)
         self.store.put_atomic(record_key, record_bytes)
@@ -167,6 +174,22 @@ class Workspace(WorkspaceReader):
         """A member's (default: own) lineage."""
         return super().read_lineage(self.policy_idx if member_idx is None else member_idx)
 
+    def export_state(self, state: Mapping[str, Any], dest_path: PathLike) -> Path:
+        """Write a state (e.g. a live agent's, after a network change) to a private path outside the
+        workspace, atomically, for a restart; WorkspaceError when it lies inside the workspace or
+        cannot be written."""
+        dest = Path(dest_path).absolute()
+        root = Path(self.root).absolute()
+        if dest == root or root in dest.parents:
+            raise WorkspaceError(f"export destination {dest} lies inside the workspace {root}; export into the "
+                                 "member's own run directory instead.")
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceError(f"cannot create {dest.parent} for the exported checkpoint: {exc}") from exc
+        atomic_write_bytes(dest, serialize_state(state))
+        return dest
+
     def export_checkpoint(self, record: Record, member_idx: Optional[int], dest_path: PathLike, frame: int,
                           epoch: int) -> Path:
         """Copy a (donor's) checkpoint to a private path outside the workspace, for a restart.
@@ -177,8 +200,8 @@ class Workspace(WorkspaceReader):
         ``dest_path`` lies inside the workspace or cannot be written.
         """
         dest = Path(dest_path).absolute()
-        root = self.root.absolute()
-        if dest == root or root in dest.parents:
+        root = self.root.absolute() if isinstance(self.root, Path) else None  # never inside an object store
+        if root is not None and (dest == root or root in dest.parents):
             raise WorkspaceError(f"export destination {dest} lies inside the workspace {root}, where retention may "
                                  "delete it; export into the member's own run directory instead.")
         state = self.load_checkpoint(record, member_idx)
@@ -230,7 +253,7 @@ class Workspace(WorkspaceReader):
 
     # ---- retention ---------------------------------------------------------------------------
 
-    def cleanup(self, latest: Optional[Mapping[int, Record]] = None) -> List[Path]:
+    def cleanup(self, latest: Optional[Mapping[int, Record]] = None) -> List[Union[Path, str]]:
         """Apply retention to this member's files (:mod:`pbt.storage.retention`); returns the paths
         removed. ``latest`` is a ``latest_records()`` snapshot (scanned when None). Orphan checkpoints
         (no kept record) and stale temp files of this member are removed too."""
@@ -255,6 +278,6 @@ class Workspace(WorkspaceReader):
         if removed:
             logger.debug("member %d cleanup removed %d files (kept %d records)", self.policy_idx, len(removed),
                          len(kept))
-        return [Path(self.store.path(key)) for key in removed]
+        return [self.located(key) for key in removed]
 
 

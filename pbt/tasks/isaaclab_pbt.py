@@ -3,7 +3,7 @@ as this project's ``pbt.*`` overrides. Pure (no torch, no Isaac Lab); used by ``
 
 | Isaac Lab (``isaaclab_rl.rl_games.pbt.PbtCfg``) | here |
 | --- | --- |
-| ``enabled: true`` | ``pbt=pbt_default pbt.selection=threshold pbt.threshold_abs_relative=false pbt.start_after=0 pbt.initial_delay=0`` |
+| ``enabled: true`` | ``pbt=pbt_default pbt.selection=threshold pbt.threshold_abs_relative=false pbt.start_after=0 pbt.initial_delay=0 pbt.initial_mutation=false`` |
 | ``policy_idx``, ``num_policies``, ``objective``, ``interval_steps``, ``mutation_rate`` | same name under ``pbt.`` |
 | ``threshold_std``, ``threshold_abs`` | ``pbt.threshold_std``, ``pbt.threshold_abs`` (objective units) |
 | ``directory`` + ``workspace`` | ``pbt.workspace=<directory>/<workspace>`` |
@@ -65,7 +65,7 @@ def pbt_overrides(block: Mapping[str, Any], cli: Mapping[str, str]) -> List[str]
     if not bool(cfg.get("enabled", False)):
         return []
     out = ["pbt=pbt_default", "pbt.selection=threshold", "pbt.threshold_abs_relative=false", "pbt.start_after=0",
-           "pbt.initial_delay=0"]
+           "pbt.initial_delay=0", "pbt.initial_mutation=false"]  # Isaac Lab starts from the values given
     for key in SAME_NAME:
         if key in cfg:
             out.append(f"pbt.{key}={format_value(cfg[key])}")

@@ -86,9 +86,9 @@ def publish_bytes(member: PbtMember, size: int) -> None:
     """Make ``member.workspace.save`` publish ``size`` bytes (the real one torch.saves a state)."""
     workspace = member.workspace
 
-    def save(iteration, frame, objective, params, state, episode_returns=(), frames_since_replace=0):
+    def save(iteration, frame, objective, params, state, episode_returns=(), frames_since_replace=0, **record):
         return workspace.publish(iteration, frame, objective, params, b"x" * size, episode_returns,
-                                 frames_since_replace)
+                                 frames_since_replace, **record)
 
     workspace.save = save  # type: ignore[assignment]
 

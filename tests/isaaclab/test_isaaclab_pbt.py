@@ -29,6 +29,7 @@ def test_command_line_enables_and_overrides_the_block() -> None:
     assert rest == ["num_envs=8"]
     out = pbt_overrides(SHADOW_HAND, cli)
     for expected in ("pbt=pbt_default", "pbt.selection=threshold", "pbt.threshold_abs_relative=false",
+                     "pbt.initial_mutation=false",
                      "pbt.policy_idx=3", "pbt.num_policies=8", "pbt.objective=episode.consecutive_successes",
                      "pbt.interval_steps=50000000", "pbt.threshold_std=0.1", "pbt.threshold_abs=0.025",
                      "pbt.mutation_rate=0.25", "pbt.workspace=/runs/pbt_workspace", "pbt.change_min=1.2",

@@ -19,7 +19,8 @@ def rec(idx: int, objective: float, frames_since_replace: int = 10**9) -> Record
 
 def cfg(n: int, **kw) -> PbtConfig:
     base = dict(num_policies=n, start_after=0, initial_delay=0, ready_after=0, significance=None,
-                mutation={"lr": "mutate_float"}, replace_threshold_frac_std=0.0, replace_threshold_frac_absolute=0.0)
+                mutation={"lr": "mutate_float"}, replace_threshold_frac_std=0.0, replace_threshold_frac_absolute=0.0,
+                selection="dexpbt")
     base.update(kw)
     return PbtConfig.from_mapping(base)
 

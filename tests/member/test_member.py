@@ -20,7 +20,7 @@ def make_cfg(ws, **pbt):
 
 
 def test_fresh_member_mutates_once_and_logs_it(tmp_path):
-    member = PbtMember(make_cfg(tmp_path / "ws"), tmp_path / "run", ["task=Pendulum"])
+    member = PbtMember(make_cfg(tmp_path / "ws", selection="dexpbt"), tmp_path / "run", ["task=Pendulum"])
     cfg = member.startup()
     params = cfg["train"]["params"]["config"]
     assert params["learning_rate"] != 1e-3 and params["gamma"] != 0.99  # mutation_rate 1.0

@@ -20,7 +20,7 @@ def make_cfg(ws: Path, **pbt):
     block = {"enabled": True, "policy_idx": 0, "num_policies": 2, "workspace": str(ws), "interval_steps": 1000,
              "mutation": {LR: "mutate_float", GAMMA: "mutate_discount"}, "mutation_rate": 1.0, "start_after": 0,
              "initial_delay": 0, "ready_after": 0, "significance": None, "dbg_mode": True,
-             "heartbeat_interval": 0.2, "heartbeat_timeout": 30.0}
+             "heartbeat_interval": 0.2, "heartbeat_timeout": 30.0, "selection": "dexpbt"}
     block.update(pbt)
     return {"seed": 3, "checkpoint": "", "experiment": "exp",
             "train": {"params": {"config": {"learning_rate": 1e-3, "gamma": 0.99}}}, "pbt": block}
@@ -31,9 +31,9 @@ def member_with_fake_checkpoints(tmp_path: Path, ws: Path, **pbt) -> PbtMember:
     member.startup()
     workspace = member.workspace
 
-    def save(iteration, frame, objective, params, state, episode_returns=(), frames_since_replace=0):
+    def save(iteration, frame, objective, params, state, episode_returns=(), frames_since_replace=0, **record):
         return workspace.publish(iteration, frame, objective, params, b"own bytes %d" % iteration, episode_returns,
-                                 frames_since_replace)
+                                 frames_since_replace, **record)
 
     workspace.save = save  # type: ignore[assignment]
     member.started(0)

@@ -41,7 +41,7 @@ def rec(idx: int, objective: Optional[float], iteration: int = 5, frame: int = F
 
 #: The upstream rules exactly: the protections against exploiting noise (ready rule, significance
 #: test, at least one mutation, spread-relative threshold_abs) are tested on their own below.
-UPSTREAM = dict(ready_after=0, significance=None, min_mutations=0, threshold_abs_relative=False)
+UPSTREAM = dict(ready_after=0, significance=None, min_mutations=0, threshold_abs_relative=False, selection="dexpbt")
 
 
 def cfg_for(n: int = 8, idx: int = 0, **kwargs: Any) -> PbtConfig:
@@ -294,8 +294,9 @@ def test_own_policy_idx_out_of_range_raises() -> None:
 
 def test_unknown_selection_rule_raises() -> None:
     cfg = cfg_for()
-    cfg.selection = "tournament"
-    with pytest.raises(ConfigError, match="Valid rules: dexpbt, threshold"):
+    cfg.selection = "tournement"
+    with pytest.raises(ConfigError, match="Did you mean 'tournament'.*Valid rules: dexpbt, threshold, tournament, "
+                                          "truncation"):
         decide(state(0, 1.0), [], cfg, random.Random(0))
 
 
@@ -362,7 +363,7 @@ def test_initial_mutation() -> None:
     mutated = initial_mutation(OWN_PARAMS, cfg_for(), rng)
     assert set(mutated) == set(OWN_PARAMS) and all(mutated[k] != OWN_PARAMS[k] for k in OWN_PARAMS)
     assert initial_mutation(OWN_PARAMS, cfg_for(restarted=True), rng) == OWN_PARAMS
-    assert initial_mutation(OWN_PARAMS, cfg_for(selection="threshold"), rng) == OWN_PARAMS
+    assert initial_mutation(OWN_PARAMS, cfg_for(selection="threshold", initial_mutation=False), rng) == OWN_PARAMS
     assert initial_mutation(OWN_PARAMS, cfg_for(mutation_rate=0.0), rng) == OWN_PARAMS
     changed = initial_mutation(OWN_PARAMS, cfg_for(mutation_rate=0.0, min_mutations=1), rng)
     assert sum(changed[k] != OWN_PARAMS[k] for k in OWN_PARAMS) == 1

@@ -19,6 +19,8 @@ from pbt.selection import (
     MemberState,
     Strategy,
     Threshold,
+    Tournament,
+    Truncation,
     decide,
     get_strategy,
     initial_mutation,
@@ -40,7 +42,8 @@ def rec(idx: int, objective: Optional[float]) -> Record:
 def cfg_for(n: int = 8, idx: int = 0, **kwargs: Any) -> PbtConfig:
     values: Dict[str, Any] = dict(enabled=True, num_policies=n, policy_idx=idx, mutation={LR: "mutate_float"},
                                   start_after=0, initial_delay=0, ready_after=0, significance=None,
-                                  mutation_rate=1.0, min_mutations=0, threshold_abs_relative=False)
+                                  mutation_rate=1.0, min_mutations=0, threshold_abs_relative=False,
+                                  selection="dexpbt")
     values.update(kwargs)
     return PbtConfig.from_mapping(values)
 
@@ -57,8 +60,9 @@ def peers(objectives: Dict[int, Optional[float]]) -> List[Record]:
 
 
 def test_one_list_of_strategy_names() -> None:
-    assert strategy_names() == ("dexpbt", "threshold") == tuple(sorted(STRATEGIES))
-    assert STRATEGIES == {"dexpbt": DexPbt, "threshold": Threshold}
+    assert strategy_names() == ("dexpbt", "threshold", "tournament", "truncation") == tuple(sorted(STRATEGIES))
+    assert STRATEGIES == {"dexpbt": DexPbt, "threshold": Threshold, "tournament": Tournament,
+                          "truncation": Truncation}
     assert not hasattr(pbt.config, "SELECTION_RULES")
     for name in STRATEGIES:
         assert get_strategy(name) is STRATEGIES[name]
@@ -66,7 +70,7 @@ def test_one_list_of_strategy_names() -> None:
 
 
 @pytest.mark.parametrize("name, hint", [("dexbpt", "Did you mean 'dexpbt'?"), ("treshold", "Did you mean 'threshold'?"),
-                                        ("tournament", "")])
+                                        ("tournement", "Did you mean 'tournament'?"), ("elitist", "")])
 def test_unknown_strategy_says_did_you_mean_and_lists_valid_names(name: str, hint: str) -> None:
     for build in (lambda: get_strategy(name), lambda: PbtConfig(selection=name),
                   lambda: PbtConfig.from_mapping({"selection": name})):
@@ -74,11 +78,12 @@ def test_unknown_strategy_says_did_you_mean_and_lists_valid_names(name: str, hin
             build()
         message = str(info.value)
         assert f"pbt.selection='{name}'" in message and hint in message
-        assert "Valid rules: dexpbt, threshold." in message
+        assert "Valid rules: dexpbt, threshold, tournament, truncation." in message
 
 
 def test_strategies_declare_their_config_and_initial_mutation() -> None:
-    assert DexPbt.initial_mutation is True and Threshold.initial_mutation is False
+    # every shipped strategy diversifies a fresh population (the Quiet stand-in below does not)
+    assert all(strategy.initial_mutation for strategy in STRATEGIES.values())
     for strategy in STRATEGIES.values():
         assert issubclass(strategy, Strategy) and dataclasses.is_dataclass(strategy.config_class)
         assert issubclass(strategy.config_class, Section)
@@ -138,7 +143,7 @@ def test_a_banned_top_member_stays_ranked_but_is_never_a_donor(rule: str) -> Non
         assert {_reason_numbers(d) for d in banned} == {_reason_numbers(d) for d in free}
         dropped = decide(own_state(), peers({i: o for i, o in SPREAD.items() if i != 1}), cfg, random.Random(0))
         assert _reason_numbers(dropped) not in {_reason_numbers(d) for d in free}
-    else:  # std threshold and best group: member 1 still counts (the best group stays 1, 2, 3)
+    elif rule == "dexpbt":  # std threshold and best group: member 1 still counts (the best group stays 1, 2, 3)
         assert {d.donor_idx for d in banned} == {2, 3}
         assert {d.reason.split("std threshold ")[1] for d in banned} == {d.reason.split("std threshold ")[1]
                                                                          for d in free if d.donor_idx != 1}

@@ -1,0 +1,100 @@
+"""Tournament selection with elitism (AgileRL's evolutionary HPO), one member deciding at a time.
+
+A member's fitness is the mean of its last ``eval_loop`` objectives (records carry that history).
+The member draws ``tournament_size`` members at random (without replacement) from the snapshot's
+members with a known fitness, itself included; the fittest contestant wins (ties: the lower
+policy_idx). If the winner is fitter than this member, the member takes the winner's weights and
+hyperparameters and then mutates them (the configured explore step); if it wins itself it keeps
+its own. If the draw left it out and no contestant beats it, it keeps its weights and mutates its
+hyperparameters: AgileRL mutates every member but the elite each generation. A member never takes
+the weights of a member that is not fitter than itself.
+
+``elitism: true``: the population's fittest member changes nothing at all (AgileRL keeps its elite
+unmutated); false: it may mutate its hyperparameters, never its weights.
+
+Noise guards: the ready rule (this member, and contestants: a member that is not ready is not
+drawn), the unknown-objective wait, the timing gates and the significance test (a winner whose
+lead is not significant only makes this member mutate) apply. Tournaments are greedy: with
+``eval_loop: 1`` a lucky early objective wins, which is what ``eval_loop`` > 1 and the significance
+test damp.
+"""
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, Sequence
+
+from pbt.sections import Section, require
+from pbt.selection.base import Decision, MemberState, Strategy, fmt, significance
+from pbt.selection.experience import fitness
+from pbt.selection.population import diverged_significance, eligible_donors, merge_params, population_view
+
+if TYPE_CHECKING:
+    from pbt.storage.record import Record
+
+
+@dataclass
+class TournamentConfig(Section):
+    """Settings of tournament selection (flat ``pbt.*`` keys)."""
+
+    tournament_size: int = 2
+    """Members drawn at random (this member among the candidates) for one tournament."""
+    elitism: bool = True
+    """The population's fittest member keeps its weights and hyperparameters unchanged."""
+    eval_loop: int = 1
+    """Fitness is the mean of a member's last this-many objectives (one per PBT iteration)."""
+
+    def __post_init__(self) -> None:
+        require(self.tournament_size >= 2, "tournament_size", self.tournament_size, ">= 2")
+        require(self.eval_loop >= 1, "eval_loop", self.eval_loop, ">= 1")
+
+
+def tournament_winner(contestants: Sequence[int], fitnesses: Dict[int, float]) -> int:
+    """The fittest of ``contestants`` (ties: the lower policy_idx)."""
+    return min(contestants, key=lambda i: (-fitnesses[i], i))
+
+
+class Tournament(Strategy):
+    """Random tournaments; the winner's weights and hyperparameters, mutated, replace the loser's."""
+
+    config_class = TournamentConfig
+    initial_mutation = True
+    settings: TournamentConfig
+
+    def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
+        wait = self.waiting(own)
+        if wait is not None:
+            return self.keep(own, wait)
+        gates = self.ctx.gates
+        idx = own.record.policy_idx
+        cfg = self.settings
+        view = population_view(own.record, peers, self.ctx.num_policies)
+        known: Dict[int, float] = {}
+        for i in sorted(view):
+            value = fitness(view[i], cfg.eval_loop)
+            if value is not None:
+                known[i] = value
+        own_fitness = known.get(idx)
+        if cfg.elitism and own_fitness is not None and own_fitness >= max(known.values()):
+            return self.keep(own, f"elite: the fittest member (fitness {fmt(own_fitness)}, eval_loop {cfg.eval_loop})")
+        others = eligible_donors([r for i, r in sorted(view.items()) if r is not None and i != idx and i in known],
+                                 gates.ready_after, self.ctx.banned_donors)
+        pool: List[int] = sorted(([idx] if own_fitness is not None else []) + [r.policy_idx for r in others])
+        if len(pool) < 2:
+            return self.keep(own, f"{len(pool)} member(s) with a known fitness may compete: no tournament")
+        contestants = sorted(rng.sample(pool, min(cfg.tournament_size, len(pool))))
+        winner = tournament_winner(contestants, known)
+        numbers = (f"contestants {contestants} fitness {[fmt(known[i]) for i in contestants]} "
+                   f"(eval_loop {cfg.eval_loop}), own {fmt(own_fitness)}")
+        own_params = dict(own.record.params)
+        if winner == idx:
+            return self.keep(own, f"won its tournament: {numbers}")
+        if own_fitness is not None and not known[winner] > own_fitness:
+            return self.act(own, None, own_params, f"left out of the draw and no contestant fitter: mutate "
+                                                  f"({numbers})", rng)
+        donor = view[winner]
+        assert donor is not None
+        reason = f"lost to {winner}: {numbers}"
+        significant, test = diverged_significance(own.record) or significance(donor, own.record, gates)
+        if not significant:
+            return self.act(own, None, own_params, f"mutate only, lead not significant: {reason}{test}", rng)
+        return self.act(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
+

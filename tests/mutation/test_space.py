@@ -1,0 +1,211 @@
+"""The typed search space: parsing with clear errors, sampling, clamping and neighbour steps,
+mutations and perturbations staying inside, zero values, start-up checks, and a fresh member's
+initial sample (logged in its lineage, never redrawn on resume)."""
+import logging
+import random
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pbt.config import PbtConfig
+from pbt.errors import ConfigError
+from pbt.member import PbtMember
+from pbt.mutation.base import InvalidValueError
+from pbt.mutation.explore import ExploreConfig
+from pbt.mutation.scheme import checked_params, mutate_params, perturb, zero_valued_keys
+from pbt.mutation.space import SearchSpace, parse_space, resolve_space
+
+C = "train.params.config."
+CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "pbt" / "search_space"
+SPACE = {
+    C + "learning_rate": {"type": "loguniform", "low": 1e-5, "high": 1e-3},
+    C + "e_clip": {"type": "uniform", "low": 0.05, "high": 0.3},
+    C + "horizon_length": {"type": "int", "low": 8, "high": 64, "grow_factor": 1.5, "shrink_factor": 0.75},
+    C + "mini_epochs": {"type": "choice", "values": [5, 10, 15, 20]},
+    C + "entropy_coef": {"type": "loguniform", "low": 1e-4, "high": 0.05},
+}
+
+
+def space() -> SearchSpace:
+    return parse_space("search_space", SPACE)
+
+
+def test_parse_errors_name_the_key_and_say_how_to_fix() -> None:
+    cases = [
+        ({"k": {"type": "logunifrom", "low": 1, "high": 2}}, "Did you mean one of: 'loguniform'"),
+        ({"k": {"type": "uniform", "low": 2, "high": 1}}, r"pbt.search_space\['k'\]: the range \[2, 1\] is empty"),
+        ({"k": {"type": "uniform", "low": 1, "high": 1}}, "is empty"),
+        ({"k": {"type": "loguniform", "low": 0, "high": 1}}, "loguniform needs low > 0"),
+        ({"k": {"type": "int", "low": 1.5, "high": 4}}, "whole numbers"),
+        ({"k": {"type": "int", "low": 1, "high": 4, "grow_factor": 0.9}}, "grow_factor must be > 1"),
+        ({"k": {"type": "choice", "values": []}}, "non-empty list"),
+        ({"k": {"type": "choice"}}, "either values"),
+        ({"k": {"type": "uniform", "low": 0, "hihg": 1}}, "Did you mean 'high'"),
+        ({"seed": {"type": "uniform", "low": 0, "high": 1}}, "must never change"),
+        ("ppo", "must be a mapping"),
+    ]
+    for spec, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            ExploreConfig.from_flat({"search_space": spec})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31))
+def test_samples_lie_inside_and_ints_stay_ints(seed: int) -> None:
+    rng = random.Random(seed)
+    sample = space().sample({}, rng)
+    assert 1e-5 <= sample[C + "learning_rate"] <= 1e-3 and 0.05 <= sample[C + "e_clip"] <= 0.3
+    assert isinstance(sample[C + "horizon_length"], int) and 8 <= sample[C + "horizon_length"] <= 64
+    assert sample[C + "mini_epochs"] in (5, 10, 15, 20)
+    assert all(space().dims[k].contains(v) for k, v in sample.items())
+    assert sample == space().sample({}, random.Random(seed))  # reproducible
+
+
+def test_clamp_and_neighbour_steps() -> None:
+    dims = space().dims
+    assert dims[C + "e_clip"].clamp(0.9) == 0.3 and dims[C + "e_clip"].clamp(-1) == 0.05
+    assert dims[C + "horizon_length"].clamp(100.4) == 64 and isinstance(dims[C + "horizon_length"].clamp(9.6), int)
+    epochs = dims[C + "mini_epochs"]
+    assert epochs.step(10, up=True) == 15 and epochs.step(10, up=False) == 5
+    assert epochs.step(20, up=True) == 20 and epochs.step(5, up=False) == 5  # ends stay
+    assert epochs.confine(10, 11, random.Random(0)) == 15 and epochs.confine(10, 8, random.Random(0)) == 5
+    horizon = dims[C + "horizon_length"]
+    assert horizon.step(16, up=True) == 24 and horizon.step(16, up=False) == 12  # AgileRL's grow/shrink
+    assert horizon.step(63, up=True) == 64 and horizon.step(8, up=False) == 8
+    assert horizon.scale(16, 1.2, random.Random(0)) == 24  # discrete: a step in the factor's direction
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31), st.floats(0.0, 1.0))
+def test_mutations_and_perturbations_stay_inside(seed: int, resample: float) -> None:
+    explore = ExploreConfig.from_flat({"search_space": SPACE, "mutation_rate": 1.0,
+                                       "mutation": {C + "learning_rate": "mutate_float",
+                                                    C + "mini_epochs": "mutate_mini_epochs",
+                                                    C + "gamma": "mutate_discount"}})
+    rng = random.Random(seed)
+    params: Dict[str, Any] = dict(explore.search_space.sample({C + "gamma": 0.99}, rng))
+    for _ in range(20):
+        params = mutate_params(params, explore, rng)
+        params = perturb(params, explore, rng, (0.8, 1.2), resample)
+        inside, problems = checked_params(params, params, explore.mutation, explore.bounds, explore.search_space)
+        assert not problems and inside == params
+        assert isinstance(params[C + "horizon_length"], int) and isinstance(params[C + "mini_epochs"], int)
+        assert 0.0 < params[C + "gamma"] < 1.0
+
+
+def test_a_value_of_zero_is_resampled_in_the_space_and_warned_about_without() -> None:
+    explore = ExploreConfig.from_flat({"search_space": {C + "entropy_coef": SPACE[C + "entropy_coef"]},
+                                       "mutation": {C + "entropy_coef": "mutate_float"}, "mutation_rate": 1.0})
+    moved = mutate_params({C + "entropy_coef": 0.0}, explore, random.Random(0))[C + "entropy_coef"]
+    assert 1e-4 <= moved <= 0.05
+    plain = ExploreConfig.from_flat({"mutation": {C + "entropy_coef": "mutate_float", C + "gamma": "mutate_discount"}})
+    assert zero_valued_keys({C + "entropy_coef": 0.0, C + "gamma": 0.99}, plain) == [C + "entropy_coef"]
+    assert zero_valued_keys({C + "entropy_coef": 0.0}, explore) == []
+    linear = ExploreConfig.from_flat({"mutation": {C + "entropy_coef": "mutate_float"},
+                                      "bounds": {C + "entropy_coef": {"min": 0, "max": 0.01, "scale": "linear"}}})
+    assert zero_valued_keys({C + "entropy_coef": 0.0}, linear) == []
+
+
+def test_donor_values_are_checked_against_the_space() -> None:
+    s = space()
+    assert s.dims[C + "mini_epochs"].check(15.0) == 15.0
+    with pytest.raises(InvalidValueError, match=r"outside the search space \(choice of \[5, 10, 15, 20\]\)"):
+        s.dims[C + "mini_epochs"].check(7)
+    explore = ExploreConfig.from_flat({"search_space": SPACE})
+    _, problems = checked_params({C + "mini_epochs": 15, C + "e_clip": 0.5}, [C + "mini_epochs", C + "e_clip"],
+                                 explore.mutation, explore.bounds, explore.search_space)
+    assert len(problems) == 1 and "e_clip" in problems[0]
+
+
+def resolved_config(**config: Any) -> Dict[str, Any]:
+    values = {"learning_rate": 3e-4, "e_clip": 0.2, "horizon_length": 32, "mini_epochs": 5, "entropy_coef": 0.0,
+              "num_actors": 512, "minibatch_size": "auto", "gamma": 0.99, "tau": 0.95, "grad_norm": 1.0,
+              "critic_coef": 2.0, "bounds_loss_coef": 1e-4, "kl_threshold": 0.008}
+    values.update(config)
+    return {"seed": 3, "checkpoint": "", "experiment": "exp", "train": {"params": {"config": values}}}
+
+
+def test_start_up_checks_name_the_key() -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_space(parse_space("s", {C + "learnig_rate": SPACE[C + "learning_rate"],
+                                        C + "mini_epochs": SPACE[C + "mini_epochs"]}), resolved_config(mini_epochs=4))
+    message = str(info.value)
+    assert "learnig_rate" in message and "learning_rate" in message  # the nearest existing key
+    assert f"'{C}mini_epochs': the configured value 4 is not in its choice list [5, 10, 15, 20]" in message
+
+
+def test_divisors_of_the_batch() -> None:
+    spec = {C + "minibatch_size": {"type": "choice", "divisors_of": [C + "horizon_length", C + "num_actors"],
+                                   "low": 512, "high": 8192}}
+    resolved = resolve_space(parse_space("s", spec), resolved_config())
+    assert resolved.dims[C + "minibatch_size"].values == (512, 1024, 2048, 4096, 8192)
+    with pytest.raises(ConfigError, match="no divisor of 96"):
+        resolve_space(parse_space("s", spec), resolved_config(horizon_length=3, num_actors=32))
+    with pytest.raises(ConfigError, match="whole number >= 1"):
+        resolve_space(parse_space("s", spec), resolved_config(num_actors="many"))
+
+
+def test_the_shipped_design_doc_space() -> None:
+    text = (CONFIGS / "ppo_design_doc.yaml").read_text()
+    assert text.splitlines()[0] == "# @package pbt.search_space"
+    shipped = resolve_space(parse_space("search_space", yaml.safe_load(text)), resolved_config())
+    dims = shipped.dims
+    assert (dims[C + "learning_rate"].type, dims[C + "learning_rate"].low, dims[C + "learning_rate"].high) == \
+        ("loguniform", 1e-5, 1e-3)
+    assert dims[C + "mini_epochs"].values == (5, 10, 15, 20)
+    assert (dims[C + "e_clip"].low, dims[C + "e_clip"].high) == (0.05, 0.3)
+    assert (dims[C + "entropy_coef"].type, dims[C + "entropy_coef"].low, dims[C + "entropy_coef"].high) == \
+        ("loguniform", 1e-4, 0.05)
+    assert dims[C + "gamma"].values == (0.99,) and dims[C + "tau"].values == (0.95,)
+    assert all(16384 % v == 0 for v in dims[C + "minibatch_size"].values)
+    assert PbtConfig.from_mapping({"search_space": yaml.safe_load(text)}).explore.search_space
+
+
+def member_cfg(ws: Path, idx: int, **pbt: Any) -> Dict[str, Any]:
+    cfg = resolved_config()
+    block = {"enabled": True, "policy_idx": idx, "num_policies": 4, "workspace": str(ws), "interval_steps": 1000,
+             "search_space": yaml.safe_load((CONFIGS / "ppo_design_doc.yaml").read_text())}
+    block.update(pbt)
+    cfg["pbt"] = block
+    return cfg
+
+
+def test_fresh_members_draw_distinct_samples_inside_and_log_them(tmp_path: Path) -> None:
+    samples = []
+    for idx in range(4):
+        member = PbtMember(member_cfg(tmp_path / "ws", idx), tmp_path / f"run{idx}", [])
+        config = member.startup()["train"]["params"]["config"]
+        member.close()
+        samples.append(config)
+        entry = member.workspace.read_lineage(idx)[0]
+        assert entry.reason == "initial sample of the search space" and entry.mode == "startup"
+        assert entry.params_after[C + "minibatch_size"] == config["minibatch_size"]
+        assert 1e-5 <= config["learning_rate"] <= 1e-3 and config["mini_epochs"] in (5, 10, 15, 20)
+        assert config["minibatch_size"] in (512, 1024, 2048, 4096, 8192)
+        assert 0.05 <= config["e_clip"] <= 0.3 and 1e-4 <= config["entropy_coef"] <= 0.05
+        assert (config["gamma"], config["tau"]) == (0.99, 0.95)
+    assert len({s["learning_rate"] for s in samples}) == 4 and len({s["e_clip"] for s in samples}) == 4
+    again = PbtMember(member_cfg(tmp_path / "ws2", 0), tmp_path / "again", []).startup()
+    assert again["train"]["params"]["config"] == samples[0]  # seeded by the run seed and policy_idx
+
+
+def test_a_resumed_member_never_redraws(tmp_path: Path) -> None:
+    member = PbtMember(member_cfg(tmp_path / "ws", 1), tmp_path / "run", [])
+    first = dict(member.startup()["train"]["params"]["config"])
+    member.workspace.publish(1, 1000, 1.0, member.params, b"bytes")
+    member.close()
+    resumed = PbtMember(member_cfg(tmp_path / "ws", 1, seed=99), tmp_path / "run", []).startup()
+    assert resumed["train"]["params"]["config"] == first
+
+
+def test_start_up_warns_about_a_zero_that_never_moves(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = member_cfg(tmp_path / "ws", 0, search_space={},
+                     mutation={C + "entropy_coef": "mutate_float", C + "learning_rate": "mutate_float"})
+    with caplog.at_level(logging.WARNING):
+        PbtMember(cfg, tmp_path / "run", [])
+    assert any(C + "entropy_coef is 0" in r.getMessage() for r in caplog.records)
+    assert not any("learning_rate is 0" in r.getMessage() for r in caplog.records)
