@@ -82,11 +82,17 @@ def test_status_cli_once_and_watch(pop, tmp_path):
     assert "PBT population" in proc.stdout and "hyperparameters" in proc.stdout
     watch = subprocess.Popen([sys.executable, "-m", "pbt.status", str(pop.workspace), "--watch", "--interval", "0.2"],
                              cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
+    # Interrupt once the watch loop has drawn its first frame (not after a fixed delay: on a loaded
+    # machine the process may still be importing), then let it exit cleanly.
+    first = ""
+    for line in watch.stdout:
+        first += line
+        if "PBT population" in line:
+            break
     watch.send_signal(signal.SIGINT)
-    out, err = watch.communicate(timeout=30)
+    out, err = watch.communicate(timeout=300)
     assert watch.returncode == 0, err
-    assert "PBT population" in out
+    assert "PBT population" in first + out
     missing = subprocess.run([sys.executable, "-m", "pbt.status", str(tmp_path / "nope")], cwd=str(REPO), env=env,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "does not exist" in missing.stderr
