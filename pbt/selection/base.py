@@ -97,7 +97,8 @@ class SelectionGates(Section):
     objectives (:mod:`pbt.selection.experience`). false: compare newest records as they are."""
     dbg_mode: bool = False
     """Debug: every member past start_after/initial_delay acts (worst-group, hysteresis and
-    known-objective gates are skipped). Only for testing the restart machinery."""
+    known-objective gates are skipped). Only for testing the restart machinery; only DexPBT's rule
+    honours it (use it with pbt/selection=dexpbt)."""
 
     def __post_init__(self) -> None:
         require(self.start_after >= 0, "start_after", self.start_after, ">= 0")

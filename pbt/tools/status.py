@@ -182,7 +182,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from rich.live import Live
 
     try:
-        with Live(_renderable(root, args.stale_after, console.width), console=console, auto_refresh=False) as live:
+        with Live(_renderable(root, args.stale_after, console.width), console=console, auto_refresh=False,
+                  redirect_stderr=False) as live:
+            # On stderr, so piped output stays the table; also tells a caller the watch loop is running.
+            print(f"Watching {root} every {args.interval:g} s; Ctrl-C stops.", file=sys.stderr, flush=True)
             while True:
                 time.sleep(args.interval)
                 live.update(_renderable(root, args.stale_after, console.width), refresh=True)

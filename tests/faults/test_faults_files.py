@@ -13,6 +13,7 @@ not the best) as a donor, refuses member 1's pickle every time it would be its d
 and finishes; nothing executes.
 """
 import json
+import math
 import os
 import pickle
 import re
@@ -136,5 +137,7 @@ def test_honest_population_trains_to_the_end_beside_a_hostile_peer(tmp_path: Pat
             assert record is not None and record.iteration == int(name[:6])
     # Learning happened: a random Pendulum policy scores about -1200 (early records and lineage
     # lines are gone: retention, and the peer's stolen lineages), trained ones above -600.
+    # A member that took a leader's weights in its last interval publishes an unknown objective (None).
     final = [reader.latest_record(i).objective for i in range(3)]
-    assert max(final) > -600, final
+    known = [o for o in final if o is not None and math.isfinite(o)]
+    assert known and max(known) > -600, final
