@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -47,6 +47,14 @@ def sample_hyperparameters(rng: random.Random) -> Dict[str, Any]:
         C + "mini_epochs": rng.randint(2, 8),
         C + "e_clip": rng.uniform(0.1, 0.3),
     }
+
+
+def seed_set(index: int, members: int,
+             sampler: Any = sample_hyperparameters) -> Tuple[List[Dict[str, Any]], List[int]]:
+    """Seed set ``index``: one hyperparameter sample and one seed per member, the same in every arm
+    (and in every benchmark that draws from this script's samples)."""
+    rng = random.Random(1000 + index)
+    return [sampler(rng) for _ in range(members)], [10_000 * (index + 1) + i for i in range(members)]
 
 
 def space_sampler(name: str, task: str, num_envs: int) -> Any:
@@ -175,9 +183,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for s in range(args.seed_sets):
-        rng = random.Random(1000 + s)
-        samples = [sampler(rng) for _ in range(args.members)]
-        seeds = [10_000 * (s + 1) + i for i in range(args.members)]
+        samples, seeds = seed_set(s, args.members, sampler)
         entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
         meta["sets"].append(entry)
         with tempfile.TemporaryDirectory() as tmp:

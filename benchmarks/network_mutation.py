@@ -16,7 +16,6 @@ import json
 import logging
 import math
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from ablation import final_score, replaced_members, sample_hyperparameters  # noqa: E402
+from ablation import final_score, replaced_members, seed_set  # noqa: E402
 
 log = logging.getLogger("network_mutation")
 ARMS = {"hyperparameters": "default", "agilerl": "agilerl"}
@@ -109,9 +108,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for s in range(args.seed_sets):
-        rng = random.Random(1000 + s)
-        samples = [sample_hyperparameters(rng) for _ in range(args.members)]
-        seeds = [10_000 * (s + 1) + i for i in range(args.members)]
+        samples, seeds = seed_set(s, args.members)
         entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
         meta["sets"].append(entry)
         with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,7 @@ from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, ClassVar, Dict, M
                     Tuple, Type)
 
 from pbt.sections import Section, require
+from pbt.selection.population import diverged_significance, merge_params
 from pbt.selection.stats import welch_greater
 
 if TYPE_CHECKING:
@@ -168,6 +169,19 @@ class Strategy(abc.ABC):
             rng: random.Random) -> Decision:
         """Mutate ``base`` params; replace weights with ``donor``'s when given, else keep own weights."""
         return self.decision(own, donor, self.ctx.explore(base, rng), reason)
+
+    def replace_if_significant(self, own: MemberState, donor: "Record", reason: str, rng: random.Random,
+                               fallback: str = "mutate only",
+                               carry_out: Optional[Callable[..., Decision]] = None) -> Decision:
+        """Take ``donor``'s weights and hyperparameters when its lead passes the significance test (a
+        diverged member skips it), else keep own weights and hyperparameters; ``carry_out`` (default
+        :meth:`act`) then explores from there."""
+        carry_out = carry_out or self.act
+        own_params = dict(own.record.params)
+        significant, test = diverged_significance(own.record) or significance(donor, own.record, self.ctx.gates)
+        if not significant:
+            return carry_out(own, None, own_params, f"{fallback}, lead not significant: {reason}{test}", rng)
+        return carry_out(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
 
     def decision(self, own: MemberState, donor: Optional["Record"], after: Mapping[str, Any], reason: str) -> Decision:
         """Replace (with ``donor``) or mutate, training next with ``after``."""

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Tuple
 
 from pbt.sections import Section, require_finite
-from pbt.selection.base import MemberState, Decision, Strategy, fmt, ready_gate, significance, unknown_gate
-from pbt.selection.population import diverged_significance, eligible_donors, is_diverged, known_objective, \
-    mean_std, merge_params, population_view, records
+from pbt.selection.base import MemberState, Decision, Strategy, fmt, ready_gate, unknown_gate
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, population_view, \
+    records
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -73,10 +73,7 @@ class Threshold(Strategy):
         donor = rng.choice(leaders)
         reason = (f"underperformer (objective {fmt(own_objective)}), leader {donor.policy_idx} "
                   f"objective {fmt(donor.objective)} ({numbers})")
-        significant, test = diverged_significance(own.record) or significance(donor, own.record, gates)
-        if not significant:
-            return self.act(own, None, own_params, f"mutate only, lead not significant: {reason}{test}", rng)
-        return self.act(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
+        return self.replace_if_significant(own, donor, reason, rng)
 
     def _cuts(self, objectives: Sequence[float]) -> Tuple[float, float, float, float]:
         """(mean, std, upper cut, lower cut) of the known objectives."""

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Sequence
 
 from pbt.sections import Section, require
-from pbt.selection.base import Decision, MemberState, Strategy, fmt, significance
+from pbt.selection.base import Decision, MemberState, Strategy, fmt
 from pbt.selection.experience import fitness
-from pbt.selection.population import diverged_significance, eligible_donors, merge_params, population_view
+from pbt.selection.population import eligible_donors, population_view
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -93,8 +93,5 @@ class Tournament(Strategy):
         donor = view[winner]
         assert donor is not None
         reason = f"lost to {winner}: {numbers}"
-        significant, test = diverged_significance(own.record) or significance(donor, own.record, gates)
-        if not significant:
-            return self.act(own, None, own_params, f"mutate only, lead not significant: {reason}{test}", rng)
-        return self.act(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
+        return self.replace_if_significant(own, donor, reason, rng)
 

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.sections import PARSER, Section, require, type_error
-from pbt.selection.base import Decision, MemberState, Strategy, fmt, significance
-from pbt.selection.population import (diverged_significance, eligible_donors, is_diverged, known_objective,
-                                      merge_params, population_view, rank, records)
+from pbt.selection.base import Decision, MemberState, Strategy, fmt
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, population_view, rank, records
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -104,10 +103,7 @@ class Truncation(Strategy):
         donor = rng.choice(donors)
         reason = (f"bottom quantile (objective {fmt(own_objective)}), top member {donor.policy_idx} "
                   f"objective {fmt(donor.objective)} ({numbers})")
-        significant, test = diverged_significance(own.record) or significance(donor, own.record, gates)
-        if not significant:
-            return self._perturbed(own, None, own_params, f"perturb only, lead not significant: {reason}{test}", rng)
-        return self._perturbed(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
+        return self.replace_if_significant(own, donor, reason, rng, "perturb only", self._perturbed)
 
     def _perturbed(self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str,
                    rng: random.Random) -> Decision:
