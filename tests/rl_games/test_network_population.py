@@ -76,8 +76,10 @@ def test_a_donor_of_another_architecture_is_adopted(tmp_path: Path, mode: str) -
 def test_a_population_evolves_its_network_through_a_kill_and_resume(tmp_path: Path) -> None:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     # Member 1 takes donors by exec restart, member 0 in place; both act at every iteration
-    # (dbg_mode, which only DexPBT's rule honours) and mostly change their architecture.
-    common = (AGILERL, "pbt/selection=dexpbt", "train.params.network.mlp.units=[16]", "pbt.dbg_mode=true",
+    # (dbg_mode, which only DexPBT's rule honours, and a best group of both members: the leader's
+    # candidate is the other member, so it mutates too) and mostly change their architecture.
+    common = (AGILERL, "pbt/selection=dexpbt", "pbt.replace_fraction_best=1.0",
+              "train.params.network.mlp.units=[16]", "pbt.dbg_mode=true",
               "pbt.ready_after=0",
               "pbt.significance=null", "++task.env.episodeLength=50", "pbt.network_mutation.none=0",
               "pbt.network_mutation.architecture=0.8", "pbt.network_mutation.parameters=0.1",
