@@ -161,6 +161,18 @@ def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
     return lines
 
 
+def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, Any]]:
+    """The seed sets an earlier run of the same benchmark wrote to ``out``, by index."""
+    if not out.exists():
+        return {}
+    earlier = json.loads(out.read_text())
+    keys = ("task", "members", "frames", "num_envs", "search_space", "pbt_args")
+    if any(earlier["args"].get(k) != getattr(args, k) for k in keys):
+        raise SystemExit(f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
+                         "choose another --out or rerun without --resume")
+    return {entry["seed_set"]: entry for entry in earlier["sets"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="Reacher")
@@ -174,6 +186,8 @@ def main() -> None:
                         help="draw the initial samples from this search space and give it to the PBT arms")
     parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for every PBT arm")
     parser.add_argument("--out", default="benchmarks/results/ablation_selection.json")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the arms already in --out (same task, members, frames) and run only the rest")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     sampler = space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
@@ -182,12 +196,20 @@ def main() -> None:
                             "command": " ".join(["python", "benchmarks/ablation.py"] + sys.argv[1:]), "sets": []}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    done = finished_sets(out, args) if args.resume else {}
     for s in range(args.seed_sets):
         samples, seeds = seed_set(s, args.members, sampler)
         entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
+        if s in done:
+            if done[s]["samples"] != samples or done[s]["seeds"] != seeds:
+                raise SystemExit(f"--resume: seed set {s} in {out} was drawn differently; rerun without --resume")
+            entry["arms"] = dict(done[s]["arms"])
         meta["sets"].append(entry)
         with tempfile.TemporaryDirectory() as tmp:
             for arm in arms:
+                if arm in entry["arms"]:
+                    log.info("seed set %d %s: kept from %s", s, arm, out)
+                    continue
                 with open("/proc/loadavg") as f:
                     load = f.read().split()[0]
                 result = run_arm(arm, args.task, samples, seeds, args.frames, args.num_envs, Path(tmp),
