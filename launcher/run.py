@@ -13,23 +13,29 @@ Examples::
     python -m launcher.run --run=experiments.isaacgym_allegro_kuka_pbt --backend=processes \\
         --max_parallel=8 --num_gpus=4 --experiments_per_gpu=2
 
+    # two more members for the running elastic population of the first example
+    # (its command sets pbt.num_policies=auto), from a second shell
+    python -m launcher.run --run=experiments.pendulum_elastic --backend=processes --num_gpus=0 --add=2
+
     # one Slurm job array, one GPU per member, requeued at the time limit
     python -m launcher.run --run=experiments.isaacgym_ant_pbt --backend=slurm \\
         --slurm_gpus_per_job=1 --slurm_cpus_per_gpu=8 --slurm_timeout=24:00:00
 """
 import argparse
 import importlib
+import importlib.util
 import json
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from launcher.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from launcher.backends.base import str2bool
-from launcher.run_description import Member, RunDescription
+from launcher.run_description import Member, RunDescription, added_members, is_elastic
 from pbt.errors import ConfigError, PbtError, did_you_mean
 from pbt.storage.local import atomic_write_bytes
+from pbt.storage.reader import WorkspaceReader
 
 log = logging.getLogger("launcher")
 
@@ -45,6 +51,11 @@ def launcher_argparser() -> argparse.ArgumentParser:
     parser.add_argument("--train_dir", default="train_dir", help="root of all runs; the run goes to <train_dir>/<run_name>")
     parser.add_argument("--max_parallel", type=int, default=0, help="members running at once (0: all; slurm: the array's %%K limit)")
     parser.add_argument("--dry_run", type=str2bool, nargs="?", const=True, default=False, help="print the members' commands and exit")
+    parser.add_argument("--add", type=int, default=0,
+                        help="start N more members of a running elastic population (pbt.num_policies=auto) of this run "
+                             "on the same --train_dir, at the next free policy indices, and only them (processes backend)")
+    parser.add_argument("--add_to", default=None,
+                        help="with --add: the experiment to grow (default: the run's only elastic PBT experiment)")
     parser.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="launcher log level")
     for backend in BACKENDS.values():  # each backend adds its own option group
         backend.add_cli_args(parser)
@@ -58,13 +69,24 @@ def _module_name(run: str) -> str:
     return run
 
 
+def _import_file(path: str) -> Any:
+    """The module in ``path``, a .py file outside the working directory (not importable by name)."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"--run={path}: no such file; give an experiment module's path or its dotted name.")
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_run_description(run: str) -> RunDescription:
     """Import ``run`` (``experiments.smoke_pbt`` or ``experiments/smoke_pbt.py``) and return its RUN_DESCRIPTION."""
     name = _module_name(run)
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(name)
+        module = _import_file(run) if name.startswith(".") else importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name and name.startswith(exc.name):
             package, _, _ = name.rpartition(".")
@@ -89,10 +111,46 @@ def load_run_description(run: str) -> RunDescription:
     return description
 
 
-def _write_manifest(run_dir: str, backend: str, members: List[Member]) -> None:
+def _write_manifest(run_dir: str, backend: str, members: List[Member], added: bool = False) -> None:
+    """``<run_dir>/members.json``: every member started (members added later are appended)."""
     os.makedirs(run_dir, exist_ok=True)
-    manifest = {"backend": backend, "members": [m.to_dict() for m in members]}
-    atomic_write_bytes(os.path.join(run_dir, "members.json"), json.dumps(manifest, indent=1).encode())
+    path = os.path.join(run_dir, "members.json")
+    entries = [m.to_dict() for m in members]
+    if added and os.path.exists(path):
+        with open(path) as f:
+            earlier = json.load(f).get("members", [])
+        names = {e["name"] for e in entries}
+        entries = [e for e in earlier if e.get("name") not in names] + entries
+    manifest = {"backend": backend, "members": entries}
+    atomic_write_bytes(path, json.dumps(manifest, indent=1).encode())
+
+
+def _members_to_add(description: RunDescription, members: List[Member], run_dir: str,
+                    args: argparse.Namespace) -> List[Member]:
+    """``--add N``: N new members of the chosen elastic experiment, above every index already used
+    (by the description, by earlier ``--add`` runs in the manifest, and by the workspace)."""
+    if args.backend != "processes":
+        raise ConfigError(f"--add starts the new members as local processes; --backend={args.backend} is not "
+                          "supported with it. Start them with --backend=processes on a machine that sees the "
+                          "run's train_dir.")
+    elastic = sorted({m.experiment for m in members if is_elastic(m)})
+    chosen = args.add_to or (elastic[0] if len(elastic) == 1 else None)
+    if chosen is None or chosen not in {m.experiment for m in members}:
+        names = [e.name for e in description.experiments]
+        raise ConfigError(
+            f"--add: {'no' if not elastic else 'which'} elastic experiment to grow (elastic: {elastic or 'none'}; "
+            f"the run has {names}). " + (f"Name it with --add_to=<experiment>.{did_you_mean(args.add_to or '', names)}"
+                                         if elastic else "Set pbt.num_policies=auto in its command."))
+    grown = [m for m in members if m.experiment == chosen]
+    taken = set()
+    manifest = os.path.join(run_dir, "members.json")
+    if os.path.exists(manifest):
+        with open(manifest) as f:
+            earlier = json.load(f).get("members", [])
+        taken |= {e["index"] for e in earlier if e.get("experiment") == chosen and isinstance(e.get("index"), int)}
+    if grown[0].workspace and os.path.isdir(grown[0].workspace):
+        taken |= set(WorkspaceReader(grown[0].workspace).member_indices())
+    return added_members(grown, taken, args.add)
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -108,6 +166,10 @@ def launch(args: argparse.Namespace) -> int:
     description = load_run_description(args.run)
     members = description.members(args.train_dir)
     run_dir = description.run_dir(args.train_dir)
+    if args.add:
+        members = _members_to_add(description, members, run_dir, args)
+        log.info("run %s: adding %d member(s) to experiment %s: policy indices %s", description.run_name,
+                 len(members), members[0].experiment, [m.index for m in members])
     log.info("run %s: %d member(s) in %d experiment(s) -> %s", description.run_name, len(members), len(description.experiments), run_dir)
     if args.dry_run:
         for member in members:
@@ -117,7 +179,7 @@ def launch(args: argparse.Namespace) -> int:
         log.info("%s exists: members resume from their workspace and checkpoints", run_dir)
     backend = get_backend(args.backend)
     options = backend.options_from_args(args)
-    _write_manifest(run_dir, args.backend, members)
+    _write_manifest(run_dir, args.backend, members, added=bool(args.add))
     return backend.run(description.run_name, members, options)
 
 

@@ -32,6 +32,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
+from pbt.config import ELASTIC
 from pbt.errors import ConfigError
 from pbt.restart import format_override, format_value, split_override_key
 
@@ -41,6 +42,7 @@ TRAIN_DIR_KEY = "train_dir"
 EXPERIMENT_KEY = "experiment"
 POLICY_IDX_KEY = "pbt.policy_idx"
 NUM_POLICIES_KEY = "pbt.num_policies"
+SEED_KEY = "seed"
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _PYTHON_NAMES = ("python", "python3")
@@ -365,8 +367,58 @@ def _check_population(experiment: Experiment, base_keys: Set[str]) -> None:
     declared = [p.get(NUM_POLICIES_KEY) for p in experiment.params if NUM_POLICIES_KEY in p]
     base_num = [t.split("=", 1)[1] for t in experiment.base_argv if _override_key(t) == NUM_POLICIES_KEY]
     for value in declared + base_num:
-        if str(value) != str(len(indices)):
+        if str(value) != str(len(indices)) and str(value) != ELASTIC:
             raise ConfigError(
                 f"Experiment {experiment.name!r} sets {NUM_POLICIES_KEY}={value} but its grid starts {len(indices)} members; "
-                f"make them equal (or drop {NUM_POLICIES_KEY}: the launcher sets it)."
+                f"make them equal (or drop {NUM_POLICIES_KEY}: the launcher sets it), or set it to {ELASTIC} for "
+                "an elastic population."
             )
+
+
+def is_elastic(member: Member) -> bool:
+    """True when the member belongs to an elastic population (``pbt.num_policies=auto``)."""
+    values = [t.split("=", 1)[1] for t in member.argv if _override_key(t) == NUM_POLICIES_KEY]
+    return bool(values) and values[-1] == ELASTIC
+
+
+def policy_index(member: Member) -> Optional[int]:
+    """The member's ``pbt.policy_idx`` (None: its command does not set a whole number)."""
+    values = [t.split("=", 1)[1] for t in member.argv if _override_key(t) == POLICY_IDX_KEY]
+    try:
+        return int(values[-1]) if values else None
+    except ValueError:
+        return None
+
+
+def added_members(members: Sequence[Member], taken: Iterable[int], count: int) -> List[Member]:
+    """``count`` new members of the elastic population ``members`` (one experiment's): copies of its
+    member with the highest policy index, at the next indices above every index in ``taken`` and
+    in ``members``; a ``seed=`` in the command moves by as much as the index. Pure."""
+    if count < 1:
+        raise ConfigError(f"--add={count}: give the number of members to add, >= 1.")
+    indexed = [(policy_index(m), m) for m in members]
+    if not members or any(i is None for i, _ in indexed) or not all(is_elastic(m) for m in members):
+        name = members[0].experiment if members else "?"
+        raise ConfigError(
+            f"experiment {name!r} is not an elastic PBT population: --add needs every member's command to set "
+            f"{POLICY_IDX_KEY} and {NUM_POLICIES_KEY}={ELASTIC} (add {NUM_POLICIES_KEY}={ELASTIC} to its command; "
+            "a fixed-size population ranks exactly N members)."
+        )
+    top_idx, template = max(indexed, key=lambda pair: pair[0])  # type: ignore[arg-type, return-value]
+    assert top_idx is not None
+    start = max(set(taken) | {i for i, _ in indexed if i is not None}) + 1
+    added: List[Member] = []
+    for idx in range(start, start + count):
+        changes: Dict[str, Any] = {POLICY_IDX_KEY: idx, EXPERIMENT_KEY: f"{template.experiment}_{idx:02d}"}
+        seed = [t.split("=", 1)[1] for t in template.argv if _override_key(t) == SEED_KEY]
+        if seed and seed[-1].lstrip("-").isdigit():
+            changes[SEED_KEY] = int(seed[-1]) + idx - top_idx
+        argv = [format_override(_override_key(t) or "", changes[_override_key(t)])
+                if _override_key(t) in changes else t for t in template.argv]
+        params = {k: changes.get(k, v) for k, v in template.params.items()}
+        name = changes[EXPERIMENT_KEY]
+        added.append(Member(experiment=template.experiment, index=idx, name=name, params=params, argv=argv,
+                            env=dict(template.env), experiment_dir=template.experiment_dir,
+                            workspace=template.workspace,
+                            log_path=os.path.join(os.path.dirname(template.log_path), f"{name}.log")))
+    return added

@@ -12,11 +12,11 @@ No torch, no numpy, no hydra: this module runs on Python 3.8 with the standard l
 """
 import math
 from dataclasses import Field, dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 
 from pbt.errors import ConfigError, did_you_mean
 from pbt.mutation.explore import ExploreConfig
-from pbt.sections import Section, parse_field, require, require_choice, section_keys
+from pbt.sections import PARSER, Section, parse_field, require, require_choice, section_keys, to_int, type_error
 from pbt.selection.base import SelectionGates
 from pbt.selection.population import check_policy_idx
 from pbt.selection.registry import STRATEGIES, default_settings, get_strategy
@@ -25,6 +25,20 @@ RESTART_MODES: Tuple[str, ...] = ("inplace", "exec")
 """Names accepted by ``pbt.restart_mode``."""
 WRITE_ERROR_POLICIES: Tuple[str, ...] = ("retry", "fail")
 """Names accepted by ``pbt.on_write_error``."""
+ELASTIC = "auto"
+"""``pbt.num_policies=auto``: an elastic population (members join and leave while it runs)."""
+JOIN_MODES: Tuple[str, ...] = ("best", "fresh")
+"""Names accepted by ``pbt.join``."""
+
+
+def to_num_policies(name: str, value: Any) -> Union[int, str]:
+    """A whole number, or "auto" (an elastic population)."""
+    if isinstance(value, str) and value.strip().lower() == ELASTIC:
+        return ELASTIC
+    try:
+        return to_int(name, value)
+    except ConfigError:
+        raise type_error(name, value, 'a whole number (e.g. 8), or "auto" for an elastic population') from None
 
 
 @dataclass
@@ -54,9 +68,21 @@ class PbtConfig:
     enabled: bool = False
     """Run population-based training. False: plain single-run training, every other key ignored."""
     policy_idx: int = 0
-    """Index of this member in the population, 0 .. num_policies-1. Unique per process."""
-    num_policies: int = 8
-    """Population size N. Every member must be started with the same value."""
+    """Index of this member in the population, 0 .. num_policies-1 (any index >= 0 in an elastic
+    population). Unique per process."""
+    num_policies: Union[int, str] = field(default=8, metadata={PARSER: to_num_policies})
+    """Population size N; every member must be started with the same value. "auto": an elastic
+    population: each member ranks the members that published within the last ``elastic_window``
+    intervals, so members can join (any unused policy_idx) and leave while it runs."""
+    elastic_window: int = 3
+    """With ``num_policies=auto``: a member stays in the ranking while its newest record is younger
+    than this many PBT intervals (of the ranking member's own pace, in seconds), or while its
+    heartbeat says it is still training. Finished and dead members drop out after it."""
+    join: str = "best"
+    """With ``num_policies=auto``, how a member starts that has no records in a population that
+    already has objectives: "best" (the weights and mutated hyperparameters of the best member
+    ranked) or "fresh" (its own initial weights and hyperparameters, like a member of the first
+    generation)."""
     workspace: str = "pbt_workspace"
     """Shared directory (relative to the working directory, or absolute) where members publish records."""
     interval_steps: int = 10_000_000
@@ -104,7 +130,10 @@ class PbtConfig:
 
     def __post_init__(self) -> None:
         require(self.interval_steps > 0, "interval_steps", self.interval_steps, "> 0")
-        require(self.num_policies >= 1, "num_policies", self.num_policies, ">= 1")
+        require(self.num_policies == ELASTIC or self.num_policies >= 1, "num_policies", self.num_policies,
+                '>= 1, or "auto"')
+        require(self.elastic_window >= 1, "elastic_window", self.elastic_window, ">= 1 (PBT intervals)")
+        require_choice("join", self.join, JOIN_MODES, noun="modes")
         require(bool(self.workspace), "workspace", self.workspace, "a non-empty directory name")
         require(bool(self.objective), "objective", self.objective, "a non-empty dotted key")
         get_strategy(self.selection)
@@ -160,8 +189,22 @@ class PbtConfig:
 
     # -- validation ----------------------------------------------------------------------------
 
+    @property
+    def elastic(self) -> bool:
+        """True for an elastic population (``num_policies=auto``)."""
+        return self.num_policies == ELASTIC
+
+    @property
+    def population_size(self) -> Optional[int]:
+        """N of a fixed population; None for an elastic one."""
+        return None if self.elastic else int(self.num_policies)
+
     def validate_population(self) -> None:
         """Check the population settings of an enabled PBT run (N >= 2, policy_idx in range)."""
+        if self.elastic:
+            check_policy_idx(self.policy_idx, None)
+            return
+        assert isinstance(self.num_policies, int)
         if self.num_policies < 2:
             raise ConfigError(
                 f"PBT needs at least 2 policies, got pbt.num_policies={self.num_policies}. "

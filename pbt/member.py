@@ -11,9 +11,10 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pbt.config import PbtConfig
+from pbt.elastic import ElasticPopulation
 from pbt.keys import set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.mutation import checked_params, current_params, validate_scheme
@@ -102,7 +103,8 @@ class PbtMember:
         validate_scheme(explore.mutation, cfg, explore.bounds, explore.search_space)
         self.run_dir = Path(run_dir)
         self.argv = list(argv)
-        self.workspace = Workspace(self.pbt.workspace, self.pbt.policy_idx, self.pbt.num_policies)
+        self.workspace = Workspace(self.pbt.workspace, self.pbt.policy_idx, self.pbt.population_size)
+        self.elastic = ElasticPopulation(self.pbt) if self.pbt.elastic else None
         self.params: Dict[str, Any] = current_params(cfg, explore.mutation, explore.search_space)
         warn_zero_valued(self.params, explore)
         self.network = NetworkTracker.from_config(self.pbt.explore.network_mutation, cfg)  # None: not evolved
@@ -157,13 +159,6 @@ class PbtMember:
                     "cannot resume. Start it over with pbt.resume=false pbt.overwrite=true (moves its "
                     "directory aside, deletes nothing), or restore the files."
                 )
-            lineage = self.workspace.read_lineage()
-            if lineage:  # killed before its first record: keep the hyperparameters it started with
-                self.params = resumed_params(self.params, lineage[-1].params_after, self.pbt, "its lineage")
-                resume_network(self.network, lineage[-1].network, "its lineage", idx)
-                log.info("PBT policy %d has no record yet but a lineage: starting from frame 0 with its "
-                         "recorded hyperparameters", idx)
-                return
         elif self.workspace.has_own_files():
             if not self.pbt.overwrite:
                 raise ConfigError(
@@ -179,12 +174,38 @@ class PbtMember:
                     (old / LOCK_FILE).unlink()
             log.warning("PBT policy %d starts over (pbt.overwrite=true): its old files were moved to %s",
                         idx, ", ".join(str(p) for p in moved))
+        if self.elastic is not None and self.pbt.join == "best" and self._join():
+            return
+        lineage = self.workspace.read_lineage() if self.pbt.resume else []
+        if lineage:  # killed before its first record: keep the hyperparameters it started with
+            self.params = resumed_params(self.params, lineage[-1].params_after, self.pbt, "its lineage")
+            resume_network(self.network, lineage[-1].network, "its lineage", idx)
+            log.info("PBT policy %d has no record yet but a lineage: starting from frame 0 with its "
+                     "recorded hyperparameters", idx)
+            return
         before = dict(self.params)
         self.params = initial_mutation(self.params, self.pbt, self.rng)
         sampled = bool(self.pbt.explore.search_space) and self.params != before
         self.append_lineage(MUTATE, None, "initial sample of the search space" if sampled else
                             "initial mutation of a fresh member", before, self.params,
                             frame=0, iteration=0, objective=None, mode=STARTUP)
+
+    def _join(self) -> bool:
+        """Join a running elastic population from its best member (:mod:`pbt.elastic`)."""
+        assert self.elastic is not None
+        joined = self.elastic.join(self.workspace, self.check_peers(), self.params, self.run_dir, self.rng)
+        if joined is None:
+            return False
+        donor, path, params = joined
+        resume_network(self.network, donor.network, f"member {donor.policy_idx}'s record", self.pbt.policy_idx)
+        before, self.params = self.params, params
+        self.cfg["checkpoint"] = str(path)
+        reason = (f"joined the running population from its best member {donor.policy_idx} (objective "
+                  f"{donor.objective:.4g} at iteration {donor.iteration}), hyperparameters mutated")
+        self.append_lineage(REPLACE, donor, reason, before, params, frame=donor.frame, iteration=donor.iteration,
+                            objective=None, mode=STARTUP)
+        log.info("PBT policy %d %s", self.pbt.policy_idx, reason)
+        return True
 
     def refuse_donor(self, idx: int, why: str, checksum: Optional[str] = None) -> None:
         """Never take member ``idx``'s record (its checkpoint ``checksum``, when given) as a donor:
@@ -223,11 +244,13 @@ class PbtMember:
         """Called once the agent is built and restored: the member's own frame count at start."""
         self.start_frame = int(frame)
         self.heartbeat(frame)
-        self.replaced_at_frame = self.last_replacement_frame()
+        self.replaced_at_frame = ([0] + [e.frame for e in self.workspace.read_lineage() if e.action == REPLACE])[-1]
         self.last_iteration = self.start_frame // self.pbt.interval_steps
         own = self.workspace.latest_record(self.pbt.policy_idx, max_iteration=self.last_iteration)
         self.history = ObjectiveHistory.restored(own, self.replaced_at_frame, self.pbt.interval_steps)
         self.rng = random.Random(pbt_seed(self.pbt, int(self.cfg.get("seed", 0)), self.start_frame))
+        if self.elastic is not None:
+            self.elastic.note_progress(self.start_frame)
 
     def exploited(self, frame: int, params: Mapping[str, Any], replaced: bool) -> None:
         """After an in-place exploit: new hyperparameters in force, frames counted anew from here
@@ -239,11 +262,6 @@ class PbtMember:
             self.replaced_at_frame = int(frame)
             self.history.forget()
         self.best_interval_objective = None
-
-    def last_replacement_frame(self) -> int:
-        """Frame of this member's last weight replacement, from its own lineage (0: never)."""
-        events = [e for e in self.workspace.read_lineage() if e.action == REPLACE]
-        return events[-1].frame if events else 0
 
     # -- the iteration ------------------------------------------------------------------------
     def due(self, frame: int) -> bool:
@@ -266,15 +284,22 @@ class PbtMember:
         with self.workspace.store.scan():  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)
             peers[self.pbt.policy_idx] = own
-            stale = [i for i, status in self.check_peers().items() if status.state == STALE]
+            statuses = self.check_peers()
+            members = None
+            if self.elastic is not None:
+                self.elastic.note_progress(frame)
+                members = self.elastic.members(peers, statuses).members
+                peers = {i: r for i, r in peers.items() if i in members}
+            stale = [i for i, status in statuses.items() if status.state == STALE]
             banned = disallowed_donors(peers.values(), stale)
             banned |= {i for i, r in peers.items() if r.checksum in self.refused_checksums}
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
             decision = decide(member, list(peers.values()), explore_settings(self.network, self.pbt, self.rng),
-                              self.rng, banned_donors=banned, on_refused=self.refuse_donor, stale=stale)
+                              self.rng, banned_donors=banned, on_refused=self.refuse_donor, stale=stale,
+                              members=members)
             plan_network(self.network, decision.action != KEEP, decision.donor, self.rng)
             self.best_interval_objective = None
-            self.keep_best(peers)
+            self.workspace.keep_population_best(peers)
             self.workspace.cleanup(peers)
         return decision
 
@@ -314,37 +339,9 @@ class PbtMember:
         self.flush_lineage()
         return record
 
-    def rollback_candidates(self, own_tries: int = 5) -> Iterator[Record]:
-        """Records to roll back to after a divergence: own newest ones first (at most
-        ``own_tries``), then the peers' newest records, best objective first."""
-        idx = self.pbt.policy_idx
-        max_iteration: Optional[int] = None
-        for _ in range(own_tries):
-            record = self.workspace.latest_record(idx, max_iteration=max_iteration)
-            if record is None:
-                break
-            yield record
-            if record.iteration == 0:
-                break
-            max_iteration = record.iteration - 1
-        peers = [r for i, r in self.workspace.latest_records().items() if i != idx and r.has_objective]
-        for record in sorted(peers, key=lambda r: (-float(r.objective), r.policy_idx)):  # type: ignore[arg-type]
-            yield record
-
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
         """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""
         return self.peer_watch.check(now)
-
-    def keep_best(self, records: Mapping[int, Record]) -> None:
-        known = [r for r in records.values() if r.has_objective]
-        if not known:
-            return
-        best = max(known, key=lambda r: (r.objective, -r.policy_idx))
-        try:
-            self.workspace.update_best(best)
-        except (CorruptRecordError, WorkspaceError) as exc:  # its member may have just deleted it
-            log.warning("PBT policy %d: could not copy the population best (%s); next iteration will",
-                        self.pbt.policy_idx, exc)
 
     def plan_restart(self, decision: Decision, frame: int, epoch: int) -> Optional[RestartPlan]:
         """Copy the checkpoint to restart from into the run dir and build the new argv.

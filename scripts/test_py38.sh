@@ -22,4 +22,4 @@ PYTHONPATH="$PWD" "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
   tests/test_config.py tests/mutation tests/selection tests/test_objective.py \
   tests/storage/test_workspace.py tests/storage/test_liveness.py tests/storage/test_hostile_records.py tests/storage/test_lock_race.py tests/test_restart.py tests/member/test_member.py \
   tests/member/test_donors.py tests/member/test_refusals.py tests/faults/test_faults_member.py tests/test_structure.py \
-  tests/launcher/test_launcher_grid.py tests/launcher/test_slurm_checks.py tests/launcher/test_launcher_processes.py tests/launcher/test_progress.py tests/test_core_imports.py
+  tests/launcher/test_launcher_grid.py tests/launcher/test_launcher_elastic.py tests/launcher/test_slurm_checks.py tests/launcher/test_launcher_processes.py tests/launcher/test_progress.py tests/test_core_imports.py

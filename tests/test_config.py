@@ -174,7 +174,7 @@ FLAT_KEYS = [
     "min_mutations", "discount_change_min", "discount_change_max", "bounds", "mutation", "initial_mutation",
     "restarted", "seed", "restart_mode", "heartbeat_interval", "heartbeat_timeout", "on_write_error",
     "overwrite", "resume", "network_mutation", "equal_experience", "search_space", "quantile",
-    "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop",
+    "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop", "elastic_window", "join",
 ]
 
 

@@ -6,6 +6,7 @@ from conftest import REPO
 
 CORE = ["pbt", "pbt.config", "pbt.keys", "pbt.sections", "pbt.procfs", "pbt.mutation", "pbt.selection",
         "pbt.storage", "pbt.storage.liveness", "pbt.storage.checkpoints", "pbt.restart", "pbt.member",
+        "pbt.elastic", "pbt.selection.membership",
         "pbt.objective", "pbt.tasks", "pbt.tasks.registry", "pbt.tasks.base", "pbt.tasks.isaacgym",
         "pbt.tools.snapshot", "launcher.run", "launcher.run_description", "launcher.backends.processes",
         "launcher.backends.slurm"]

@@ -73,6 +73,7 @@ class ProcessesOptions:
     progress: str = "auto"  # auto, live, plain or off
     progress_interval: Optional[float] = None  # seconds between two refreshes (None: by mode)
     summary: bool = True  # log each PBT population's summary at the end
+    added: bool = False  # --add: members added to a run another launcher may be running
 
     def __post_init__(self) -> None:
         if self.max_parallel < 0:
@@ -106,6 +107,7 @@ def options_from_args(args: argparse.Namespace) -> ProcessesOptions:
         progress=args.progress,
         progress_interval=args.progress_interval,
         summary=args.summary,
+        added=getattr(args, "add", 0) > 0,
     )
 
 
@@ -419,8 +421,13 @@ class RunLock:
     by a launcher that died on this host is taken over; one from another host must be removed by hand.
     """
 
-    def __init__(self, directories: List[str]) -> None:
-        self.paths = [os.path.join(d, "launcher.lock") for d in sorted(set(directories))]
+    def __init__(self, directories: List[str], names: Optional[List[str]] = None) -> None:
+        """One lock per directory, ``launcher.lock``; with ``names`` (members added to a running
+        run by ``--add``), ``launcher.<name>.lock`` per member instead."""
+        if names is None:
+            self.paths = [os.path.join(d, "launcher.lock") for d in sorted(set(directories))]
+        else:
+            self.paths = sorted(os.path.join(d, f"launcher.{n}.lock") for d, n in zip(directories, names))
         self.held: List[str] = []
 
     def __enter__(self) -> "RunLock":
@@ -477,5 +484,6 @@ def _read_owner(path: str) -> Optional[Tuple[str, str, Optional[str]]]:
 def run(run_name: str, members: List[Member], options: ProcessesOptions) -> int:
     """Run ``members`` locally and return the exit status (see the module docstring)."""
     backend = ProcessesBackend(members, options)
-    with RunLock([m.experiment_dir for m in members]):
+    names = [m.name for m in members] if options.added else None
+    with RunLock([m.experiment_dir for m in members], names):
         return backend.run()

@@ -121,9 +121,16 @@ def nearest_divisors(batch: int, near: Any, count: int) -> List[int]:
     return sorted(divisors, key=lambda d: (abs(math.log(d / target)), d))[:count]
 
 
+ELASTIC_SHARING = 4
+"""Members per machine assumed for the torch thread count of an elastic population's member."""
+
+
 def torch_threads_for(cfg: Dict[str, Any]) -> int:
     pbt = cfg.get("pbt", {})
-    sharing = int(pbt.get("num_policies", 1)) if pbt.get("enabled") else 1
+    size = pbt.get("num_policies", 1)
+    # An elastic population (num_policies=auto) has no fixed size: count on a few members per
+    # machine (torch_threads= sets it exactly).
+    sharing = (ELASTIC_SHARING if str(size) == "auto" else int(size)) if pbt.get("enabled") else 1
     return default_torch_threads(int(cfg.get("torch_threads", 0) or 0), sharing)
 
 

@@ -10,7 +10,7 @@ import math
 import random
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, ClassVar, Dict, Mapping, Optional, Sequence,
-                    Tuple, Type)
+                    Tuple, Type, Union)
 
 from pbt.sections import Section, require
 from pbt.selection.population import diverged_significance, merge_params
@@ -123,7 +123,7 @@ class Context:
     """What a strategy needs besides its own settings."""
 
     num_policies: int
-    """Population size N."""
+    """Population size N (of an elastic population: the members ranked at this iteration)."""
     gates: SelectionGates
     """The shared gates."""
     explore: Explore
@@ -132,6 +132,13 @@ class Context:
     """Members that stay ranked (counts, groups, spread) but are never taken as donors."""
     perturb: Optional[Perturb] = None
     """The perturbation explore step (truncation); None: ``explore`` is used instead."""
+    members: Optional[Tuple[int, ...]] = None
+    """The policy indices ranked (an elastic population); None: 0 .. num_policies-1."""
+
+    @property
+    def population(self) -> Union[int, Tuple[int, ...]]:
+        """What :func:`pbt.selection.population.population_view` takes: N, or the members' indices."""
+        return self.num_policies if self.members is None else self.members
 
 
 class Strategy(abc.ABC):

@@ -58,7 +58,7 @@ class DexPbt(Strategy):
             timing = timing_gate(own, gates) or unknown_gate(own) or ready_gate(own, gates)
         if timing is not None:
             return self.keep(own, timing)
-        view = population_view(own.record, peers, self.ctx.num_policies)
+        view = population_view(own.record, peers, self.ctx.population)
         ranking = rank(view, idx)
         gate = None if gates.dbg_mode or diverged else self._gates(own, view, ranking)
         if gate is not None:

@@ -3,9 +3,10 @@ sizes, spread, and who may be a donor. Pure functions; peers are visited in poli
 everything here is reproducible."""
 import math
 from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
-                    Tuple)
+                    Tuple, Union)
 
 from pbt.errors import ConfigError
+from pbt.storage.record import MAX_POLICY_IDX
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -16,8 +17,14 @@ View = Mapping[int, Optional["Record"]]
 """policy_idx -> the record to compare with (None: unknown)."""
 
 
-def check_policy_idx(policy_idx: int, num_policies: int) -> None:
-    """Raise ConfigError unless 0 <= policy_idx < num_policies."""
+def check_policy_idx(policy_idx: int, num_policies: Optional[int]) -> None:
+    """Raise ConfigError unless 0 <= policy_idx < num_policies (None: an elastic population, any
+    index a record can carry)."""
+    if num_policies is None:
+        if not 0 <= policy_idx < MAX_POLICY_IDX:
+            raise ConfigError(f"pbt.policy_idx={policy_idx} is out of range: in an elastic population "
+                              f"(pbt.num_policies=auto) it must be in 0..{MAX_POLICY_IDX - 1}.")
+        return
     if not 0 <= policy_idx < num_policies:
         raise ConfigError(
             f"pbt.policy_idx={policy_idx} is out of range for pbt.num_policies={num_policies}. "
@@ -27,10 +34,12 @@ def check_policy_idx(policy_idx: int, num_policies: int) -> None:
 
 
 def population_view(own: "Record", peers: Sequence["Record"],
-                    num_policies: int) -> Dict[int, Optional["Record"]]:
+                    members: Union[int, Iterable[int]]) -> Dict[int, Optional["Record"]]:
     """policy_idx -> the record to compare with: own record for self, else the peer's newest record
-    with no more iterations than own (None: unknown). Peers outside 0..N-1 are ignored."""
-    view: Dict[int, Optional["Record"]] = {idx: None for idx in range(num_policies)}
+    with no more iterations than own (None: unknown). ``members``: N (the members are 0..N-1) or
+    the members' indices (an elastic population); peers outside them are ignored."""
+    indices = range(members) if isinstance(members, int) else members
+    view: Dict[int, Optional["Record"]] = {idx: None for idx in sorted(indices)}
     for record in peers:
         idx = record.policy_idx
         if idx == own.policy_idx or idx not in view or record.iteration > own.iteration:

@@ -8,9 +8,10 @@ subclass and settings dataclass, and one entry in ``STRATEGIES``. Its flat keys 
 import dataclasses
 import logging
 import random
-from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence,
-                    Tuple, Type)
+from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Dict, List, Mapping, Optional, Protocol,
+                    Sequence, Tuple, Type, Union)
 
+from pbt.errors import ConfigError
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.scheme import checked_params, mutate_params
 from pbt.mutation.scheme import perturb as perturb_params
@@ -31,7 +32,7 @@ class SelectionSettings(Protocol):
     """The parts of :class:`pbt.config.PbtConfig` that selection reads."""
 
     selection: str
-    num_policies: int
+    population_size: Optional[int]
     restarted: bool
     gates: SelectionGates
     explore: ExploreConfig
@@ -70,7 +71,7 @@ def default_settings() -> Dict[str, Section]:
 def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, rng: random.Random,
            *, banned_donors: AbstractSet[int] = frozenset(),
            on_refused: Optional[Callable[[int, str], None]] = None,
-           stale: AbstractSet[int] = frozenset()) -> Decision:
+           stale: AbstractSet[int] = frozenset(), members: Optional[Collection[int]] = None) -> Decision:
     """Decide what this member does at this PBT iteration, by the strategy ``cfg.selection``.
 
     ``banned_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
@@ -82,9 +83,20 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
 
     With ``gates.equal_experience`` every record is first taken as of the compared iteration
     (:mod:`pbt.selection.experience`); ``stale`` members (no heartbeat) do not hold it back.
+
+    ``members``: the policy indices ranked in an elastic population (``cfg.population_size`` None,
+    :func:`pbt.selection.membership.ranked_members`); this member is always one of them.
     """
     strategy_class = get_strategy(cfg.selection)
-    check_policy_idx(own.record.policy_idx, cfg.num_policies)
+    size = cfg.population_size
+    if size is None:
+        if members is None:
+            raise ConfigError("an elastic population (pbt.num_policies=auto) decides among given members")
+        population: Union[int, Tuple[int, ...]] = tuple(sorted(set(members) | {own.record.policy_idx}))
+        size = len(population)
+    else:
+        check_policy_idx(own.record.policy_idx, size)
+        population = size
     explore = cfg.explore
 
     def mutate(params: Mapping[str, Any], rng: random.Random) -> Dict[str, Any]:
@@ -93,7 +105,7 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
     def check(params: Any) -> List[str]:
         return checked_params(params, own.record.params, explore.mutation, explore.bounds, explore.search_space)[1]
 
-    view = population_view(own.record, peers, cfg.num_policies)
+    view = population_view(own.record, peers, population)
     refused = invalid_donors(view, own.record.policy_idx, check)
     for idx, why in refused.items():
         if on_refused is not None:
@@ -104,7 +116,8 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
                 resample_probability: float) -> Dict[str, Any]:
         return perturb_params(params, explore, rng, factors, resample_probability)
 
-    context = Context(cfg.num_policies, cfg.gates, mutate, frozenset(banned_donors) | frozenset(refused), perturb)
+    context = Context(size, cfg.gates, mutate, frozenset(banned_donors) | frozenset(refused), perturb,
+                      None if isinstance(population, int) else population)
     strategy = strategy_class(cfg.strategies[cfg.selection], context)
     compared = own.record.iteration
     if cfg.gates.equal_experience:
@@ -114,8 +127,9 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
     decision = strategy.decide(own, peers, rng)
     if decision.donor is not None:  # the donor's newest record (its weights), not the copy ranked
         decision = dataclasses.replace(decision, donor=view.get(decision.donor.policy_idx) or decision.donor)
+    elastic = "" if isinstance(population, int) else f"; elastic population: members {list(population)} ranked"
     decision = dataclasses.replace(decision, compared_iteration=compared,
-                                   reason=decision.reason + describe(own.record, compared))
+                                   reason=decision.reason + describe(own.record, compared) + elastic)
     decision = _checked(decision, explore)
     logger.debug("PBT policy %d: %s (%s)", own.record.policy_idx, decision.action, decision.reason)
     return decision

@@ -51,7 +51,7 @@ class Threshold(Strategy):
         unknown = None if is_diverged(own.record) else unknown_gate(own) or ready_gate(own, gates)
         if unknown is not None:
             return self.keep(own, unknown)
-        view = population_view(own.record, peers, self.ctx.num_policies)
+        view = population_view(own.record, peers, self.ctx.population)
         known = {i: o for i, o in ((i, known_objective(view[i])) for i in sorted(view)) if o is not None}
         if not known or (len(known) == 1 and idx in known):
             return self.keep(own, f"{len(known)} objectives known: nothing to compare with")

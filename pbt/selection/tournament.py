@@ -66,7 +66,7 @@ class Tournament(Strategy):
         gates = self.ctx.gates
         idx = own.record.policy_idx
         cfg = self.settings
-        view = population_view(own.record, peers, self.ctx.num_policies)
+        view = population_view(own.record, peers, self.ctx.population)
         known: Dict[int, float] = {}
         for i in sorted(view):
             value = fitness(view[i], cfg.eval_loop)

@@ -85,7 +85,7 @@ class Truncation(Strategy):
             return self.keep(own, wait)
         gates = self.ctx.gates
         idx = own.record.policy_idx
-        view = population_view(own.record, peers, self.ctx.num_policies)
+        view = population_view(own.record, peers, self.ctx.population)
         known = [i for i in rank(view, idx) if known_objective(view[i]) is not None]
         if is_diverged(own.record):
             known.append(idx)  # ranks last

@@ -11,9 +11,9 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, List, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
-from pbt.errors import ConfigError, WorkspaceError
+from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.storage.backend import Refused, Store
 from pbt.storage.best import is_better, write_best
 from pbt.storage.checkpoints import serialize_state, sha256_hex
@@ -31,7 +31,7 @@ from pbt.storage.lineage import LineageEntry
 from pbt.storage.objectlog import log_dir
 from pbt.storage.local import HOST, atomic_write_bytes
 from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
-from pbt.storage.record import Record, plain_history, record_to_yaml, to_plain
+from pbt.storage.record import MAX_POLICY_IDX, Record, plain_history, record_to_yaml, to_plain
 from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order
 
 logger = logging.getLogger(__name__)
@@ -43,17 +43,20 @@ class Workspace(WorkspaceReader):
     Args:
         root: the workspace shared by the population (a directory, created if missing, or a Store).
         policy_idx: this member's index, 0 .. num_policies-1.
-        num_policies: population size N.
+        num_policies: population size N; None: an elastic population (whatever member directories exist).
         retention: how many own records to keep (:mod:`pbt.storage.retention`).
         limits: size caps of what is read (:class:`pbt.storage.reader.ReadLimits`).
     """
 
-    def __init__(self, root: Union[PathLike, Store], policy_idx: int, num_policies: int,
+    def __init__(self, root: Union[PathLike, Store], policy_idx: int, num_policies: Optional[int],
                  retention: Optional[RetentionPolicy] = None, limits: Optional[ReadLimits] = None) -> None:
         retention = retention or RetentionPolicy()
-        if num_policies < 1:
+        if num_policies is None:  # an elastic population: the member directories found
+            if not 0 <= policy_idx < MAX_POLICY_IDX:
+                raise ConfigError(f"pbt.policy_idx must be in 0..{MAX_POLICY_IDX - 1}, got {policy_idx}")
+        elif num_policies < 1:
             raise ConfigError(f"pbt.num_policies must be >= 1, got {num_policies}")
-        if not 0 <= policy_idx < num_policies:
+        elif not 0 <= policy_idx < num_policies:
             raise ConfigError(f"pbt.policy_idx must be in 0..{num_policies - 1} (pbt.num_policies={num_policies}), "
                               f"got {policy_idx}")
         if retention.keep_records < 1:
@@ -191,11 +194,12 @@ class Workspace(WorkspaceReader):
         return dest
 
     def export_checkpoint(self, record: Record, member_idx: Optional[int], dest_path: PathLike, frame: int,
-                          epoch: int) -> Path:
+                          epoch: Optional[int]) -> Path:
         """Copy a (donor's) checkpoint to a private path outside the workspace, for a restart.
 
         The copy is verified and loaded safely, its ``frame`` and ``epoch`` are set to the caller's
-        own counts (a member keeps its own frame count), and it is written atomically. Raises
+        own counts (a member keeps its own frame count; ``epoch`` None: the donor's, as a member
+        joining an elastic population continues the donor's), and it is written atomically. Raises
         CorruptRecordError when the donor's file vanished or is damaged, WorkspaceError when
         ``dest_path`` lies inside the workspace or cannot be written.
         """
@@ -206,14 +210,15 @@ class Workspace(WorkspaceReader):
                                  "delete it; export into the member's own run directory instead.")
         state = self.load_checkpoint(record, member_idx)
         state["frame"] = int(frame)
-        state["epoch"] = int(epoch)
+        if epoch is not None:
+            state["epoch"] = int(epoch)
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WorkspaceError(f"cannot create {dest.parent} for the exported checkpoint: {exc}") from exc
         atomic_write_bytes(dest, serialize_state(state))
-        logger.info("exported member %d's iteration %d checkpoint to %s (frame %d, epoch %d)",
-                    record.policy_idx, record.iteration, dest, frame, epoch)
+        logger.info("exported member %d's iteration %d checkpoint to %s (frame %d, epoch %s)",
+                    record.policy_idx, record.iteration, dest, frame, state.get("epoch"))
         return dest
 
     # ---- lineage and best --------------------------------------------------------------------
@@ -251,6 +256,34 @@ class Workspace(WorkspaceReader):
                     record.policy_idx, record.objective, self.best_dir)
         return True
 
+    def keep_population_best(self, records: Mapping[int, Record]) -> None:
+        """:meth:`update_best` with the best of ``records`` (a member's ranked records); a copy that
+        fails (its member may have just deleted it) is logged and left to the next iteration."""
+        known = [r for r in records.values() if r.has_objective]
+        if not known:
+            return
+        best = max(known, key=lambda r: (r.objective, -r.policy_idx))
+        try:
+            self.update_best(best)
+        except (CorruptRecordError, WorkspaceError) as exc:
+            logger.warning("member %d: could not copy the population best (%s); next iteration will",
+                           self.policy_idx, exc)
+
+    def rollback_candidates(self, own_tries: int = 5) -> Iterator[Record]:
+        """Records to roll back to after a divergence: own newest ones first (at most
+        ``own_tries``), then the peers' newest records, best objective first."""
+        max_iteration: Optional[int] = None
+        for _ in range(own_tries):
+            record = self.latest_record(self.policy_idx, max_iteration=max_iteration)
+            if record is None:
+                break
+            yield record
+            if record.iteration == 0:
+                break
+            max_iteration = record.iteration - 1
+        peers = [r for i, r in self.latest_records().items() if i != self.policy_idx and r.has_objective]
+        yield from sorted(peers, key=lambda r: (-float(r.objective), r.policy_idx))  # type: ignore[arg-type]
+
     # ---- retention ---------------------------------------------------------------------------
 
     def cleanup(self, latest: Optional[Mapping[int, Record]] = None) -> List[Union[Path, str]]:
@@ -259,7 +292,10 @@ class Workspace(WorkspaceReader):
         (no kept record) and stale temp files of this member are removed too."""
         if latest is None:
             latest = self.latest_records()
-        peers = [latest[i].iteration if i in latest else 0 for i in range(self.num_policies) if i != self.policy_idx]
+        # A fixed population counts a member without records at iteration 0; an elastic one ranks
+        # (and keeps records for) only the members in ``latest``.
+        indices = sorted(latest) if self._num_policies is None else range(self.num_policies)
+        peers = [latest[i].iteration if i in latest else 0 for i in indices if i != self.policy_idx]
         names = self.store.list(self.own_key)
         records = [it for it in (iteration_of(n, RECORD_SUFFIX) for n in names) if it is not None]
         kept = iterations_to_keep(records, peers, self.retention)
