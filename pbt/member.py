@@ -430,7 +430,7 @@ class PeerWatch:
     def check(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
         me = self.workspace.policy_idx
         statuses: Dict[int, PeerStatus] = {}
-        for idx in range(self.workspace.num_policies):
+        for idx in self.workspace.population_indices():
             if idx == me:
                 continue
             status = peer_status(self.workspace.store, self.workspace.member_key(idx), self.timeout, now)

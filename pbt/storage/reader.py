@@ -16,7 +16,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from pbt.errors import CorruptRecordError, WorkspaceError
 from pbt.storage.backend import NotFound, Refused, Store
@@ -124,6 +124,11 @@ class WorkspaceReader:
             return self._num_policies
         indices = self.member_indices()
         return max(indices) + 1 if indices else 0
+
+    def population_indices(self) -> Sequence[int]:
+        """The members to scan: 0..N-1, or (no N given: an elastic population, a tool) the member
+        directories present (never range(largest index): a planted ``999999/`` costs one entry)."""
+        return range(self._num_policies) if self._num_policies is not None else self.member_indices()
 
     # ---- names -------------------------------------------------------------------------------
 
@@ -255,7 +260,7 @@ class WorkspaceReader:
         """
         result: Dict[int, Record] = {}
         with self.store.scan():  # one listing on an object store, not one per member
-            for member_idx in range(self.num_policies):
+            for member_idx in self.population_indices():
                 try:
                     record = self.latest_record(member_idx, max_iteration, verify)
                 except Refused:  # e.g. its directory is a symlink: logged once by the store

@@ -198,3 +198,20 @@ def test_everything_the_store_raises_is_a_pbt_error(tmp_path: Path) -> None:
         with pytest.raises(PbtError):
             store.get(key, 10)
     assert record_to_yaml  # the writer module still imports
+
+
+def test_a_planted_high_member_directory_costs_an_elastic_member_one_entry(tmp_path: Path) -> None:
+    # an elastic member (num_policies=None) scans the member directories present, never
+    # range(largest index): 999999/ must not make it look at a million indices
+    ws = Workspace(tmp_path, 0, None)
+    (tmp_path / "999999").mkdir()
+    looked_at = []
+    real = ws.latest_record
+
+    def counting(idx: int, *args: Any, **kwargs: Any) -> Any:
+        looked_at.append(idx)
+        return real(idx, *args, **kwargs)
+
+    ws.latest_record = counting  # type: ignore[method-assign]
+    assert ws.latest_records() == {}
+    assert looked_at == [0, 999999]

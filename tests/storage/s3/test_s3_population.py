@@ -149,3 +149,9 @@ def test_members_ride_out_a_server_outage_and_catch_up(own_server: SeaweedServer
         assert len(set(lines)) == len(lines)  # nothing written twice by the retries
         assert max(iterations) > before[idx][0]  # type: ignore[index]
         assert "Traceback" not in log_text, log_text[-3000:]
+
+
+def test_an_elastic_population_on_s3(s3_url: str, tmp_path: Path) -> None:
+    from member.test_elastic_population import run_elastic
+
+    run_elastic(tmp_path, s3_url)
