@@ -124,7 +124,8 @@ class WorkerObserver(AlgoObserver):
         if self.member is not None:
             self.member.started(self.start_frame)
             scalars = PbtScalars.for_member(algo.writer, self.member, self.start_frame)
-            self.exploiter = Exploiter(self.member, agent, self.score, scalars,
+            live = getattr(getattr(algo.vec_env, "task", None), "live_setters", None)
+            self.exploiter = Exploiter(self.member, agent, self.score, scalars, task_setters=live() if live else None,
                                        before_exec=[self.stop_if_signalled, self.flush_writer],
                                        on_new_weights=self.new_weights)
 

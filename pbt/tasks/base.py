@@ -13,7 +13,9 @@ A task is ``num_envs`` environments stepped together as one batch of tensors on 
 
 Optional: ``observation_space`` / ``action_space`` (gym spaces; default: unbounded observations and
 actions in [-1, 1]), ``num_states`` (an asymmetric critic's state size), ``get_env_state`` /
-``set_env_state`` (saved in checkpoints), ``set_train_info``. Tasks written in torch may subclass
+``set_env_state`` (saved in checkpoints), ``set_train_info``, and ``live_setters()``: full config
+keys of task parameters the running task reads at every step (``task.env.<field>``, e.g. reward
+scales) -> a function applying a new value, so PBT changes them in place instead of restarting. Tasks written in torch may subclass
 :class:`pbt.tasks.vectask.VecTask`, which adds desynchronised first episodes.
 """
 from typing import Any, Dict, Protocol, Tuple

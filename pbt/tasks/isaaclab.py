@@ -17,10 +17,11 @@ Two steps, because PBT mutates the agent's hyperparameters as Hydra overrides:
 
 Nothing here imports torch or Isaac Lab at import time.
 """
+import functools
 import importlib
 import logging
 import sys
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from pbt.errors import TaskError, did_you_mean
 from pbt.restart import format_value
@@ -219,12 +220,11 @@ def _fields(obj: Any) -> List[str]:
     return list(fields) if fields else [n for n in dir(obj) if not n.startswith("_")]
 
 
-def set_env_field(cfg: Any, dotted: str, value: Any) -> None:
-    """Set ``cfg.<dotted>`` on an Isaac Lab config; TaskError naming the unknown part (did you mean)."""
+def _env_parent(cfg: Any, dotted: str) -> Tuple[Any, str]:
+    """(the object holding ``cfg.<dotted>``, its last part); TaskError naming the unknown part."""
     parts = dotted.split(".")
     obj = cfg
     for i, part in enumerate(parts):
-        last = i == len(parts) - 1
         has = part in obj if isinstance(obj, dict) else hasattr(obj, part)
         if not has:
             where = ".".join(parts[:i]) or "the env config"
@@ -232,16 +232,21 @@ def set_env_field(cfg: Any, dotted: str, value: Any) -> None:
                 f"task.env.{dotted}: {where} has no field '{part}'.{did_you_mean(part, _fields(obj))} "
                 f"Its fields: {', '.join(sorted(_fields(obj))[:40])}."
             )
-        if last:
-            old = obj[part] if isinstance(obj, dict) else getattr(obj, part)
-            if isinstance(old, tuple) and isinstance(value, list):
-                value = tuple(value)
-            if isinstance(obj, dict):
-                obj[part] = value
-            else:
-                setattr(obj, part, value)
-        else:
+        if i < len(parts) - 1:
             obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+    return obj, parts[-1]
+
+
+def set_env_field(cfg: Any, dotted: str, value: Any) -> None:
+    """Set ``cfg.<dotted>`` on an Isaac Lab config; TaskError naming the unknown part (did you mean)."""
+    obj, last = _env_parent(cfg, dotted)
+    old = obj[last] if isinstance(obj, dict) else getattr(obj, last)
+    if isinstance(old, tuple) and isinstance(value, list):
+        value = tuple(value)
+    if isinstance(obj, dict):
+        obj[last] = value
+    else:
+        setattr(obj, last, value)
 
 
 def env_config(task_id: str, task_cfg: Mapping[str, Any], sim_device: str) -> Any:
@@ -292,6 +297,14 @@ class _outside_our_hydra:
                 root.addHandler(handler)
 
 
+def _set_reward_weight(manager: Any, cfg: Any, term: str, value: Any) -> None:
+    """A reward term's weight in the running env (its manager's copy) and in the env config."""
+    term_cfg = manager.get_term_cfg(term)
+    term_cfg.weight = float(value)
+    manager.set_term_cfg(term, term_cfg)
+    set_env_field(cfg, f"rewards.{term}.weight", float(value))
+
+
 class IsaacLabTask:
     """An Isaac Lab env behind Isaac Lab's ``RlGamesVecEnvWrapper``, presented as a vectorized task.
 
@@ -301,8 +314,9 @@ class IsaacLabTask:
     ``Curriculum/difficulty_level``).
     """
 
-    def __init__(self, task_id: str, env: Any, wrapper: Any, stack: Any) -> None:
+    def __init__(self, task_id: str, env: Any, wrapper: Any, stack: Any, live_env_keys: Sequence[str] = ()) -> None:
         self.task_id = task_id
+        self.live_env_keys = [str(k) for k in live_env_keys]
         self.env = env
         self.wrapper = wrapper
         self._stack = stack
@@ -324,6 +338,26 @@ class IsaacLabTask:
                 extras.setdefault(key, value)
         return obs, reward, done, extras
 
+    def live_setters(self) -> Dict[str, Callable[[Any], None]]:
+        """Env parameters Isaac Lab reads at every step, so PBT mutates them in place (no restart):
+        a manager-based env's reward term weights (``task.env.rewards.<term>.weight``, through its
+        reward manager, which holds its own copy of the config), a direct env's reward scales
+        (``task.env.rew_scale_*``: Isaac Lab's direct tasks read ``self.cfg.rew_scale_*`` in
+        ``_get_rewards``), and the dotted fields listed in ``task.liveEnvKeys`` (fields your env
+        reads from ``self.cfg`` each step)."""
+        env = self.env.unwrapped
+        cfg = env.cfg
+        setters: Dict[str, Callable[[Any], None]] = {}
+        manager = getattr(env, "reward_manager", None)
+        for term in list(getattr(manager, "active_terms", None) or []):
+            setters[f"task.env.rewards.{term}.weight"] = functools.partial(_set_reward_weight, manager, cfg, term)
+        for name in _fields(cfg):
+            if name.startswith("rew_scale") and isinstance(getattr(cfg, name, None), (int, float)):
+                setters[f"task.env.{name}"] = functools.partial(set_env_field, cfg, name)
+        for dotted in self.live_env_keys:
+            setters[f"task.env.{dotted}"] = functools.partial(set_env_field, cfg, dotted)
+        return setters
+
     def close(self) -> None:
         try:
             self.wrapper.close()
@@ -341,6 +375,9 @@ def build_isaaclab_task(task_id: str, task_cfg: Mapping[str, Any], sim_device: s
     import_isaaclab(task_id)
     check_task_id(task_id)
     cfg = env_config(task_id, task_cfg, sim_device)
+    live_env_keys = [str(k) for k in (task_cfg.get("liveEnvKeys") or [])]
+    for dotted in live_env_keys:
+        _env_parent(cfg, dotted)  # an unknown field fails now, not at the first mutation
     if bool(task_cfg.get("checkAssets", True)):
         check_assets(cfg, float(task_cfg.get("assetTimeout", 5.0)))
     import gymnasium
@@ -358,7 +395,7 @@ def build_isaaclab_task(task_id: str, task_cfg: Mapping[str, Any], sim_device: s
     except BaseException:
         stack.close()
         raise
-    task = IsaacLabTask(task_id, env, wrapper, stack)
+    task = IsaacLabTask(task_id, env, wrapper, stack, live_env_keys)
     log.info("isaaclab/%s: %d envs on %s, obs %d, actions %d, states %d", task_id, task.num_envs, sim_device,
              task.num_obs, task.num_actions, task.num_states)
     return task

@@ -118,5 +118,13 @@ def test_builds_and_steps_kitless_on_cpu(asset: Path) -> None:
         assert (((rew - 3.0 / 60.0).abs() < 1e-5) | (rew == 0)).all(), rew
         assert (rew > 0).float().mean() > 0.5, rew
         assert math.isclose(float(task.env.unwrapped.cfg.rew_scale_alive), 3.0)
+        # PBT changes a reward scale in place: the next steps pay the new scale, no rebuild
+        setters = task.live_setters()
+        assert {"task.env.rew_scale_alive", "task.env.rew_scale_pole_pos"} <= set(setters), sorted(setters)
+        assert "task.env.episode_length_s" not in setters  # read at build time: a restart changes it
+        setters["task.env.rew_scale_alive"](5.0)
+        rewards = [task.step(torch.zeros(4, 1))[1].clone() for _ in range(4)]
+        rew = torch.stack(rewards)
+        assert (((rew - 5.0 / 60.0).abs() < 1e-5) | (rew == 0)).all() and (rew > 0).any(), rew
     finally:
         task.close()

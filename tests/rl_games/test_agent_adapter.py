@@ -183,6 +183,31 @@ def test_exploit_mode_follows_the_adapter_table() -> None:
     assert continuous.restart_mode(decision) == ("exec", "pbt.restart_mode=exec")  # type: ignore[arg-type]
 
 
+def test_task_parameters_the_task_reads_each_step_change_in_place() -> None:
+    """A task's ``live_setters()`` (e.g. Isaac Lab reward scales) extend the in-place table: such a
+    change needs no restart and reaches the running task; any other task key still restarts."""
+    from pbt.rl_games.exploit import Exploiter
+
+    live, other = "task.env.rew_scale_alive", "task.env.episode_length_s"
+    applied: List[Any] = []
+    member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="inplace", policy_idx=0), last_iteration=3,
+                             params={CONFIG + "gamma": 0.99, live: 1.0, other: 5.0},
+                             exploited=lambda *a, **k: None, append_lineage=lambda *a, **k: None)
+    agent = ContinuousPpoAdapter(None)
+    agent.set_hyperparameters = lambda params: applied.append(dict(params))  # type: ignore[method-assign]
+    agent.describe = lambda: "fake"  # type: ignore[method-assign]
+    exploiter = Exploiter(member, agent, objective=SimpleNamespace(reset=lambda: None),  # type: ignore[arg-type]
+                          task_setters={live: lambda value: applied.append((live, value))})
+    decision = SimpleNamespace(action="mutate", donor=None, reason="r", params_before=dict(member.params),
+                               params_after={CONFIG + "gamma": 0.98, live: 1.3, other: 5.0})
+    assert exploiter.restart_mode(decision) == ("inplace", "")  # type: ignore[arg-type]
+    exploiter.finish_inplace(decision, frame=10, objective=None, start=0.0)  # type: ignore[arg-type]
+    assert applied == [{CONFIG + "gamma": 0.98}, (live, 1.3)]
+    decision.params_after[other] = 6.0
+    assert exploiter.restart_mode(decision) == (  # type: ignore[arg-type]
+        "exec", f"{other} cannot change in a running agent")
+
+
 def test_rl_games_glue_imports_no_torch_before_the_task_backend() -> None:
     """Isaac Gym must be imported before torch: the package, the runner and the tools' config path
     must not import torch or rl_games."""
