@@ -30,6 +30,10 @@ import time
 from typing import Any, Dict
 
 
+# Read now: Isaac Lab's train script later cuts sys.argv down to the Hydra arguments.
+RESTORED = any(a.startswith("--checkpoint") for a in sys.argv[1:])
+
+
 def _event(kind: str, **fields: Any) -> None:
     path = os.environ.get("PBT_BENCH_EVENTS")
     if path:
@@ -86,7 +90,7 @@ def _patch() -> None:
     def timed_step(self: Any, actions: Any) -> Any:
         if state["first"]:
             state["first"] = False
-            _event("first_step", restored=any(a.startswith("--checkpoint") for a in sys.argv[1:]))
+            _event("first_step", restored=RESTORED)
         return step(self, actions)
 
     RlGamesVecEnvWrapper.step = timed_step
