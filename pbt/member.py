@@ -195,6 +195,7 @@ class PbtMember:
         assert self.elastic is not None
         joined = self.elastic.join(self.workspace, self.check_peers(), self.params, self.run_dir, self.rng)
         if joined is None:
+            log.info("PBT policy %d: no live peer has an objective to join from; starting fresh", self.pbt.policy_idx)
             return False
         donor, path, params = joined
         resume_network(self.network, donor.network, f"member {donor.policy_idx}'s record", self.pbt.policy_idx)

@@ -46,8 +46,8 @@ def test_add_refuses_a_fixed_size_population(tmp_path: Path) -> None:
 EXPERIMENT = '''
 from launcher import Experiment, ParamGrid, RunDescription
 CMD = ("python -m pbt.train task=Pendulum pbt=pbt_default pbt.num_policies=auto pbt.elastic_window=2 "
-       "num_envs=128 max_frames=400000 pbt.interval_steps=16384 pbt.start_after=0 pbt.initial_delay=0 "
-       "pbt.ready_after=0 pbt.heartbeat_interval=0.5 pbt.heartbeat_timeout=5 sim_device=cpu rl_device=cpu "
+       "num_envs=128 max_frames=400000 pbt.interval_steps=16384 pbt.initial_delay=0 "
+       "pbt.start_after=100000000 pbt.ready_after=0 pbt.heartbeat_interval=0.5 pbt.heartbeat_timeout=5 sim_device=cpu rl_device=cpu "
        "torch_threads=1")
 RUN_DESCRIPTION = RunDescription("grow", experiments=[
     Experiment("pop", CMD, ParamGrid([(("pbt.policy_idx", "seed"), [(0, 100), (1, 101)])]))])

@@ -20,13 +20,17 @@ from faults_util import EPOCH_FRAMES, Worker, finish, wait_for, worker_cmd  # no
 from pbt.storage import LineageEntry, Record, WorkspaceReader  # noqa: E402
 
 INTERVAL = 4 * EPOCH_FRAMES
-ELASTIC = ("pbt.elastic_window=1", "pbt.ready_after=0")
+# No member acts (start_after far beyond max_frames): an exploit would make a member's objective
+# unknown again for two episodes per env, and a joiner needs a peer with a known objective. What is
+# tested is who is ranked (every decision's reason names the members) and the join.
+ELASTIC = ("pbt.elastic_window=1", "pbt.ready_after=0", "pbt.start_after=100000000")
 
 
 def elastic_cmd(idx: int, workspace: Union[Path, str], runs: Path, max_frames: int) -> List[str]:
     cmd = worker_cmd(idx, "auto", Path("unused"), runs / f"m{idx}", *ELASTIC, max_frames=max_frames,
                      interval=INTERVAL)
-    return [f"pbt.workspace={workspace}" if c.startswith("pbt.workspace=") else c for c in cmd]
+    return [f"pbt.workspace={workspace}" if c.startswith("pbt.workspace=") else c for c in cmd
+            if c != "pbt.start_after=0"]  # ELASTIC sets it
 
 
 def run_elastic(tmp_path: Path, workspace: Union[Path, str]) -> None:
