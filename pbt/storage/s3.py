@@ -14,7 +14,9 @@ How it keeps the local workspace's guarantees without a filesystem:
   (:class:`~pbt.storage.backend.RefusalLog`; capped reads are ranged GETs refused from the headers);
 - one PBT iteration takes one listing of the whole workspace (``scan``): ``list`` and ``stat`` are
   answered from it and a record or heartbeat whose ETag did not change is not fetched again
-  (:mod:`pbt.storage.listing`). The request count per iteration is in the README.
+  (:mod:`pbt.storage.listing`); the changed ones (each member's newest record and heartbeat) are
+  fetched concurrently right after the listing, so the step's reads wait for one round trip, not N.
+  The request count per iteration is in the README.
 
 Errors are :class:`~pbt.errors.WorkspaceError` chained to an ``OSError`` (:mod:`pbt.storage.s3_client`),
 so an unreachable server is an I/O error the member rides out under ``pbt.on_write_error=retry``.
@@ -24,15 +26,20 @@ import logging
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pbt.errors import WorkspaceError
 from pbt.storage.backend import NotFound, ObjectInfo, RefusalLog
+from pbt.storage.format import HEARTBEAT_FILE, RECORD_SUFFIX, iteration_of, member_idx_of
 from pbt.storage.listing import Listing, SmallObjectCache
 from pbt.storage.objectlog import ObjectLog
 from pbt.storage.s3_client import is_precondition_failed, make_client, parse_s3_url, translate
 
 log = logging.getLogger(__name__)
+
+PREFETCH_THREADS = 16
+"""Concurrent GETs of a scan's prefetch (boto3's default connection pool holds 10; more wait)."""
 
 
 def _info(size: Any, modified: Any, etag: Any) -> ObjectInfo:
@@ -62,6 +69,7 @@ class S3Store(RefusalLog):
         self._scan = threading.local()
         self._cache = SmallObjectCache()
         self._log = ObjectLog(self)
+        self._count_lock = threading.Lock()
         self.requests: "Counter[str]" = Counter()
         """Requests sent, by S3 operation (for benchmarks and the documented request budget)."""
         self.bytes_sent = 0
@@ -91,7 +99,8 @@ class S3Store(RefusalLog):
 
     def _call(self, operation: str, what: str, key: str, **kwargs: Any) -> Any:
         """One request; boto3 errors become workspace errors (NotFound for a missing object)."""
-        self.requests[operation] += 1
+        with self._count_lock:
+            self.requests[operation] += 1
         try:
             return getattr(self.client, operation)(Bucket=self.bucket, **kwargs)
         except Exception as exc:  # noqa: BLE001 - botocore raises many unrelated classes; all are translated
@@ -268,10 +277,55 @@ class S3Store(RefusalLog):
             self._scan.listing = Listing(self.list_all(""))
         except WorkspaceError as exc:
             log.warning("cannot list %s (%s); reading it object by object this time", self.root, exc)
+        else:
+            self._prefetch(self._scan.listing)
         try:
             yield
         finally:
             self._scan.listing = None
+
+
+    def _prefetch(self, listing: Listing) -> None:
+        """GET, concurrently, what a PBT step reads from every member directory (its newest record
+        and its heartbeat) where the listed version is not cached: the step's reads, which follow
+        one by one, are then answered from the cache. The same GETs the step would send (one more
+        only for a peer whose newest record lies beyond the reader's iteration). A failed GET is
+        left to the step's own read, which reports it."""
+        newest: Dict[str, Tuple[int, str, ObjectInfo]] = {}
+        wanted: List[Tuple[str, ObjectInfo]] = []
+        for key, info in listing.with_prefix(""):
+            directory, _, name = key.partition("/")
+            if member_idx_of(directory) is None or "/" in name or info.size > self._cache.max_object_bytes:
+                continue
+            iteration = iteration_of(name, RECORD_SUFFIX)
+            if name == HEARTBEAT_FILE:
+                wanted.append((key, info))
+            elif iteration is not None and iteration > newest.get(directory, (-1, "", info))[0]:
+                newest[directory] = (iteration, key, info)
+        wanted += [(key, info) for _, key, info in newest.values()]
+        wanted = [(key, info) for key, info in wanted if self._cache.get(key, _etag(info)) is None]
+        if len(wanted) < 2:
+            return
+        with ThreadPoolExecutor(min(PREFETCH_THREADS, len(wanted))) as pool:
+            fetched = list(pool.map(self._fetch_small, [key for key, _ in wanted]))
+        for (key, _), got in zip(wanted, fetched):
+            if got is not None:
+                self._cache.put(key, got[1], got[0])
+
+    def _fetch_small(self, key: str) -> Optional[Tuple[bytes, str]]:
+        """(bytes, ETag) of one small object, or None on any failure (a prefetch thread)."""
+        try:
+            response = self._call("get_object", "reading", key, Key=self._k(key),
+                                  Range=f"bytes=0-{self._cache.max_object_bytes}")
+            if _total_size(response) > self._cache.max_object_bytes:
+                response["Body"].close()
+                return None
+            data = response["Body"].read()
+        except Exception:  # noqa: BLE001 - the step's own read of this object reports what is wrong
+            return None
+        with self._count_lock:
+            self.bytes_received += len(data)
+        return data, str(response.get("ETag", ""))
 
 
 def _chained(error: WorkspaceError) -> WorkspaceError:

@@ -144,6 +144,35 @@ def test_scan_of_a_population_costs_one_listing_and_fetches_only_changed_records
     assert me.store.requests == {"list_objects_v2": 1, "get_object": 1}
 
 
+def test_a_scan_fetches_the_changed_records_and_heartbeats_concurrently_and_the_reads_hit_them(
+        s3_url: str) -> None:
+    import threading
+
+    n = 6
+    for idx in range(n):
+        ws = Workspace(s3_url, idx, n)
+        ws.publish(1, 100, float(idx), {}, CKPT)
+        MemberLiveness(ws.store, ws.own_key, idx, 30.0, 600.0).beat()
+    me = Workspace(S3Store(s3_url), 0, n)
+    client = me.store.client
+    threads = set()
+    real_get = client.get_object
+
+    def get_object(**kwargs):  # noqa: ANN003, ANN202
+        threads.add(threading.get_ident())
+        return real_get(**kwargs)
+
+    client.get_object = get_object
+    with me.store.scan():
+        prefetched = dict(me.store.requests)
+        peers = me.latest_records()
+        beats = [peer_status(me.store, me.member_key(i), 600.0).state for i in range(1, n)]
+    assert len(peers) == n and beats == [ALIVE] * (n - 1)
+    # every record and heartbeat came with the scan's prefetch, from several threads; the reads sent nothing
+    assert prefetched == {"list_objects_v2": 1, "get_object": 2 * n} == dict(me.store.requests)
+    assert len(threads) > 1 and threading.get_ident() not in threads
+
+
 def test_heartbeats_and_a_finished_member_on_s3(s3_url: str) -> None:
     store = S3Store(s3_url)
     member = MemberLiveness(store, "000", 0, heartbeat_interval=0.2, heartbeat_timeout=30.0)
