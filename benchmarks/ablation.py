@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SUMMARY = re.compile(r"SUMMARY frames=(\d+) .* mean_reward=(\S+) objective=(\S+)")
+PLAY = re.compile(r"PLAY episodes=(\d+) mean_return=(\S+) objective=(\S+)")
 log = logging.getLogger("ablation")
 C = "train.params.config."
 STRATEGIES = ("dexpbt", "threshold", "truncation", "tournament")
@@ -83,6 +84,34 @@ def final_score(text: str) -> float:
     return float(match.group(3))
 
 
+def played_score(run_dir: Path, task: str, episodes: int, log_path: Path) -> float:
+    """The member's final policy played with deterministic actions (``python -m pbt.play``) for
+    ``episodes`` full episodes: its objective there; NaN when it has no final checkpoint. Every
+    member is scored the same way, however late its last change came (a member changed in its
+    last intervals prints no training objective)."""
+    checkpoints = sorted((run_dir / "nn").glob("last_*.pth"), key=lambda p: p.stat().st_mtime)
+    if not checkpoints:
+        return math.nan
+    cmd = [sys.executable, "-m", "pbt.play", f"checkpoint={checkpoints[-1]}", f"task={task}",
+           f"episodes={episodes}", f"num_envs={min(episodes, 256)}", "sim_device=cpu", "rl_device=cpu",
+           "torch_threads=1"]
+    proc = subprocess.run(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log_path.write_text(proc.stdout)
+    match = PLAY.search(proc.stdout)
+    if proc.returncode == 0 and match:
+        return float(match.group(3))
+    kept = REPO / "benchmarks" / "results" / f"ablation_failed_play_{run_dir.name}_{int(time.time())}.log"
+    kept.write_text(proc.stdout[-20000:])
+    log.warning("playing %s failed (exit %d); its output is in %s", checkpoints[-1], proc.returncode, kept)
+    return math.nan
+
+
+def member_run_dir(train_dir: Path, experiment: str) -> Path:
+    """A member's rl_games run directory: ``experiment``, or ``experiment_pbtNNN`` for a PBT member."""
+    found = sorted(train_dir.glob(f"{experiment}_pbt[0-9]*")) or [train_dir / experiment]
+    return found[0]
+
+
 def replaced_members(workspace: Path, members: int) -> Dict[int, int]:
     """policy_idx -> how many times it took a donor's weights (lineage action "replace")."""
     from pbt.storage.reader import WorkspaceReader
@@ -95,7 +124,7 @@ def replaced_members(workspace: Path, members: int) -> Dict[int, int]:
 
 
 def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int], frames: int, num_envs: int,
-            root: Path, extra: List[str], search_space: Optional[str]) -> Dict[str, Any]:
+            root: Path, extra: List[str], search_space: Optional[str], play_episodes: int = 0) -> Dict[str, Any]:
     interval = max(frames // 12, 100_000)
     workspace = root / f"ws_{arm}"
     procs = []
@@ -126,13 +155,21 @@ def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int]
             failed.parent.mkdir(parents=True, exist_ok=True)
             failed.write_text(text[-20000:])
             log.warning("%s member %d printed no SUMMARY; its log tail is in %s", arm, i, failed)
+    if play_episodes > 0:  # every member scored by playing its final policy (see played_score)
+        training = scores
+        scores = [played_score(member_run_dir(root / arm, f"{arm}_{i}"), task, play_episodes,
+                               root / f"{arm}_{i}.play.log") for i in range(len(samples))]
     replaced = replaced_members(workspace, len(samples))
     finite = [x for x in scores if math.isfinite(x)]
     best = max(finite) if finite else math.nan
     stuck = [i for i, x in enumerate(scores)
              if math.isfinite(x) and x < STUCK_FRACTION * best and not replaced.get(i)]
-    return {"scores": scores, "best": best, "mean": statistics.fmean(finite) if finite else math.nan,
-            "seconds": seconds, "exploits": sum(replaced.values()), "replaced": replaced, "stuck": stuck}
+    result = {"scores": scores, "best": best, "mean": statistics.fmean(finite) if finite else math.nan,
+              "seconds": seconds, "exploits": sum(replaced.values()), "replaced": replaced, "stuck": stuck}
+    if play_episodes > 0:
+        result["training_scores"] = training
+        result["scored_by"] = f"pbt.play, {play_episodes} episodes, deterministic actions"
+    return result
 
 
 def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
@@ -153,7 +190,11 @@ def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
         seconds = [s["arms"][arm]["seconds"] for s in done]
 
         def spread(values: List[float], digits: int = 3) -> str:
-            return f"{statistics.fmean(values):.{digits}f} +- {statistics.pstdev(values):.{digits}f}"
+            finite = [v for v in values if math.isfinite(v)]
+            if not finite:
+                return "n/a"
+            missing = f" ({len(values) - len(finite)} sets n/a)" if len(finite) < len(values) else ""
+            return f"{statistics.fmean(finite):.{digits}f} +- {statistics.pstdev(finite):.{digits}f}{missing}"
 
         lines.append(f"| {arm} | {spread(best)} | {spread(mean)} | {spread(best_ratio, 2)} | {spread(mean_ratio, 2)} "
                      f"| {' / '.join(str(e) for e in exploits)} | {' / '.join(str(x) for x in stuck)} "
@@ -166,8 +207,9 @@ def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, An
     if not out.exists():
         return {}
     earlier = json.loads(out.read_text())
-    keys = ("task", "members", "frames", "num_envs", "search_space", "pbt_args")
-    if any(earlier["args"].get(k) != getattr(args, k) for k in keys):
+    keys = ("task", "members", "frames", "num_envs", "search_space", "pbt_args", "play_episodes")
+    defaults = {"play_episodes": 0}  # runs from before the option existed
+    if any(earlier["args"].get(k, defaults.get(k)) != getattr(args, k) for k in keys):
         raise SystemExit(f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
                          "choose another --out or rerun without --resume")
     return {entry["seed_set"]: entry for entry in earlier["sets"]}
@@ -186,6 +228,10 @@ def main() -> None:
                         help="draw the initial samples from this search space and give it to the PBT arms")
     parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for every PBT arm")
     parser.add_argument("--out", default="benchmarks/results/ablation_selection.json")
+    parser.add_argument("--play_episodes", type=int, default=0,
+                        help="score every member by playing its final policy for this many episodes (deterministic "
+                             "actions) instead of its last training objective, which a member changed in its last "
+                             "intervals does not have; 0: the training objective")
     parser.add_argument("--resume", action="store_true",
                         help="keep the arms already in --out (same task, members, frames) and run only the rest")
     args = parser.parse_args()
@@ -213,7 +259,7 @@ def main() -> None:
                 with open("/proc/loadavg") as f:
                     load = f.read().split()[0]
                 result = run_arm(arm, args.task, samples, seeds, args.frames, args.num_envs, Path(tmp),
-                                 args.pbt_args, args.search_space)
+                                 args.pbt_args, args.search_space, args.play_episodes)
                 result["load_before"] = float(load)
                 entry["arms"][arm] = result
                 log.info("seed set %d %s: best %.3f mean %.3f exploits %d stuck %s (%.0f s, load %s) %s", s, arm,
