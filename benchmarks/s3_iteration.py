@@ -75,9 +75,31 @@ def iteration(ws: Workspace, it: int) -> None:
     ws.append_lineage(LineageEntry(0, it, it * 1000, "keep", reason="benchmark"))
 
 
-def measure(make_store, members: int, repeats: int) -> Dict[str, Any]:  # noqa: ANN001
+class DelayedClient:
+    """A boto3 client whose every request first waits ``seconds``: a remote endpoint's round trip
+    on top of the loopback server (``--rtt_ms``; the wait releases the GIL, as a socket wait does)."""
+
+    def __init__(self, client: Any, seconds: float) -> None:
+        self._client = client
+        self._seconds = seconds
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def delayed(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(self._seconds)
+            return attr(*args, **kwargs)
+
+        return delayed
+
+
+def measure(make_store, members: int, repeats: int, rtt_ms: float = 0.0) -> Dict[str, Any]:  # noqa: ANN001
     fill(make_store, members)
     store: Store = make_store()
+    if rtt_ms > 0 and isinstance(store, S3Store):  # only the measured member's requests wait
+        store._client = DelayedClient(store.client, rtt_ms / 1000.0)
     ws = Workspace(store, 0, members)
     iteration(ws, 2)  # warm: the first scan fetches every record once
     times: List[float] = []
@@ -110,9 +132,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--local-max", type=int, default=512, help="largest N also measured on local disk")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--rtt_ms", type=float, default=0.0,
+                        help="add this round trip to each of the measured member's requests (a remote endpoint)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     results: Dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(),
+                               "rtt_ms": args.rtt_ms,
                                "checkpoint_bytes": CHECKPOINT_BYTES, "s3": [], "local": []}
     with tempfile.TemporaryDirectory() as scratch:
         server = SeaweedServer(Path(scratch) / "seaweed")
@@ -123,7 +148,7 @@ def main() -> None:
             for n in args.members:
                 bucket = server.make_bucket(f"pbt-bench-{n}")
                 url = f"s3://{bucket}/ws"
-                results["s3"].append(measure(lambda: S3Store(url), n, args.repeats))
+                results["s3"].append(measure(lambda: S3Store(url), n, args.repeats, args.rtt_ms))
                 print(json.dumps(results["s3"][-1]), flush=True)
                 if n <= args.local_max:
                     root = Path(scratch) / f"local-{n}"
