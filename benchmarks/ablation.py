@@ -123,12 +123,24 @@ def replaced_members(workspace: Path, members: int) -> Dict[int, int]:
             for i in range(members)}
 
 
+def run_members(cmds: Sequence[List[str]], logs: Sequence[Path]) -> float:
+    """Start every member's command at once (its output to its log), wait for all; the seconds taken."""
+    start = time.time()
+    procs = []
+    for cmd, path in zip(cmds, logs):
+        logf = open(path, "w")
+        procs.append((subprocess.Popen(cmd, cwd=str(REPO), stdout=logf, stderr=subprocess.STDOUT), logf))
+    for proc, logf in procs:
+        proc.wait()
+        logf.close()
+    return time.time() - start
+
+
 def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int], frames: int, num_envs: int,
             root: Path, extra: List[str], search_space: Optional[str], play_episodes: int = 0) -> Dict[str, Any]:
     interval = max(frames // 12, 100_000)
     workspace = root / f"ws_{arm}"
-    procs = []
-    start = time.time()
+    cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
         cmd = [sys.executable, "-m", "pbt.train", f"task={task}", f"max_frames={frames}", f"num_envs={num_envs}",
                f"seed={seed}", "sim_device=cpu", "rl_device=cpu", "torch_threads=1",
@@ -140,12 +152,8 @@ def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int]
                     "pbt.initial_mutation=false"] + extra
             if search_space:
                 cmd.append(f"pbt/search_space={search_space}")
-        logf = open(root / f"{arm}_{idx}.log", "w")
-        procs.append((subprocess.Popen(cmd, cwd=str(REPO), stdout=logf, stderr=subprocess.STDOUT), logf))
-    for proc, logf in procs:
-        proc.wait()
-        logf.close()
-    seconds = time.time() - start
+        cmds.append(cmd)
+    seconds = run_members(cmds, [root / f"{arm}_{i}.log" for i in range(len(samples))])
     scores = []
     for i in range(len(samples)):
         text = (root / f"{arm}_{i}.log").read_text()

@@ -17,10 +17,8 @@ import logging
 import math
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
@@ -28,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from ablation import final_score, replaced_members, seed_set  # noqa: E402
+from ablation import final_score, replaced_members, run_members, seed_set  # noqa: E402
 
 log = logging.getLogger("network_mutation")
 ARMS = {"hyperparameters": "default", "agilerl": "agilerl"}
@@ -51,8 +49,7 @@ def final_networks(workspace: Path, members: int) -> List[str]:
 def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], frames: int, num_envs: int, interval: int,
             root: Path) -> Dict[str, Any]:
     workspace = root / f"ws_{arm}"
-    procs = []
-    start = time.time()
+    cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
         cmd = [sys.executable, "-m", "pbt.train", "task=Reacher", f"max_frames={frames}", f"num_envs={num_envs}",
                f"seed={seed}", "sim_device=cpu", "rl_device=cpu", "torch_threads=1", SMALL,
@@ -61,12 +58,8 @@ def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], frames: i
                f"pbt.interval_steps={interval}", f"pbt.start_after={interval}", f"pbt.ready_after={interval}",
                f"pbt.initial_delay={2 * interval}", "pbt.initial_mutation=false"]
         cmd += [f"{k}={v!r}" for k, v in hp.items()]
-        logf = open(root / f"{arm}_{idx}.log", "w")
-        procs.append((subprocess.Popen(cmd, cwd=str(REPO), stdout=logf, stderr=subprocess.STDOUT), logf))
-    for proc, logf in procs:
-        proc.wait()
-        logf.close()
-    seconds = time.time() - start
+        cmds.append(cmd)
+    seconds = run_members(cmds, [root / f"{arm}_{i}.log" for i in range(len(samples))])
     scores = [final_score((root / f"{arm}_{i}.log").read_text()) for i in range(len(samples))]
     finite = [x for x in scores if math.isfinite(x)]
     replaced = replaced_members(workspace, len(samples))

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import sys
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from launcher.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from launcher.backends.base import str2bool
@@ -111,16 +111,26 @@ def load_run_description(run: str) -> RunDescription:
     return description
 
 
+MANIFEST = "members.json"
+
+
+def _manifest_members(run_dir: str) -> List[Dict[str, Any]]:
+    """The members recorded in ``<run_dir>/members.json`` ([] when there is none yet)."""
+    path = os.path.join(run_dir, MANIFEST)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return list(json.load(f).get("members", []))
+
+
 def _write_manifest(run_dir: str, backend: str, members: List[Member], added: bool = False) -> None:
     """``<run_dir>/members.json``: every member started (members added later are appended)."""
     os.makedirs(run_dir, exist_ok=True)
-    path = os.path.join(run_dir, "members.json")
+    path = os.path.join(run_dir, MANIFEST)
     entries = [m.to_dict() for m in members]
-    if added and os.path.exists(path):
-        with open(path) as f:
-            earlier = json.load(f).get("members", [])
+    if added:
         names = {e["name"] for e in entries}
-        entries = [e for e in earlier if e.get("name") not in names] + entries
+        entries = [e for e in _manifest_members(run_dir) if e.get("name") not in names] + entries
     manifest = {"backend": backend, "members": entries}
     atomic_write_bytes(path, json.dumps(manifest, indent=1).encode())
 
@@ -142,12 +152,8 @@ def _members_to_add(description: RunDescription, members: List[Member], run_dir:
             f"the run has {names}). " + (f"Name it with --add_to=<experiment>.{did_you_mean(args.add_to or '', names)}"
                                          if elastic else "Set pbt.num_policies=auto in its command."))
     grown = [m for m in members if m.experiment == chosen]
-    taken = set()
-    manifest = os.path.join(run_dir, "members.json")
-    if os.path.exists(manifest):
-        with open(manifest) as f:
-            earlier = json.load(f).get("members", [])
-        taken |= {e["index"] for e in earlier if e.get("experiment") == chosen and isinstance(e.get("index"), int)}
+    taken = {e["index"] for e in _manifest_members(run_dir)
+             if e.get("experiment") == chosen and isinstance(e.get("index"), int)}
     if grown[0].workspace and os.path.isdir(grown[0].workspace):
         taken |= set(WorkspaceReader(grown[0].workspace).member_indices())
     return added_members(grown, taken, args.add)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from pbt.config import ELASTIC
 from pbt.devices import default_torch_threads, resolve_device
 from pbt.errors import ConfigError
 from pbt.tasks.registry import TaskRef, build_task, parse_task, prepare_backend
@@ -130,7 +131,7 @@ def torch_threads_for(cfg: Dict[str, Any]) -> int:
     size = pbt.get("num_policies", 1)
     # An elastic population (num_policies=auto) has no fixed size: count on a few members per
     # machine (torch_threads= sets it exactly).
-    sharing = (ELASTIC_SHARING if str(size) == "auto" else int(size)) if pbt.get("enabled") else 1
+    sharing = (ELASTIC_SHARING if str(size) == ELASTIC else int(size)) if pbt.get("enabled") else 1
     return default_torch_threads(int(cfg.get("torch_threads", 0) or 0), sharing)
 
 

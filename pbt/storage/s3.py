@@ -160,7 +160,8 @@ class S3Store(RefusalLog):
             data = response["Body"].read()
         except Exception as exc:  # noqa: BLE001 - a connection lost mid-body
             raise _chained(translate(exc, "reading", self.path(key), self.bucket))
-        self.bytes_received += len(data)
+        with self._count_lock:  # also called from the scan's prefetch threads
+            self.bytes_received += len(data)
         self._cache.put(key, str(response.get("ETag", "")), data)
         return data
 
@@ -307,25 +308,15 @@ class S3Store(RefusalLog):
         if len(wanted) < 2:
             return
         with ThreadPoolExecutor(min(PREFETCH_THREADS, len(wanted))) as pool:
-            fetched = list(pool.map(self._fetch_small, [key for key, _ in wanted]))
-        for (key, _), got in zip(wanted, fetched):
-            if got is not None:
-                self._cache.put(key, got[1], got[0])
+            list(pool.map(self._prefetch_one, [key for key, _ in wanted]))
 
-    def _fetch_small(self, key: str) -> Optional[Tuple[bytes, str]]:
-        """(bytes, ETag) of one small object, or None on any failure (a prefetch thread)."""
+    def _prefetch_one(self, key: str) -> None:
+        """:meth:`get` of one small object into the cache (a prefetch thread); a failure is left to
+        the step's own read of it, which reports it."""
         try:
-            response = self._call("get_object", "reading", key, Key=self._k(key),
-                                  Range=f"bytes=0-{self._cache.max_object_bytes}")
-            if _total_size(response) > self._cache.max_object_bytes:
-                response["Body"].close()
-                return None
-            data = response["Body"].read()
-        except Exception:  # noqa: BLE001 - the step's own read of this object reports what is wrong
-            return None
-        with self._count_lock:
-            self.bytes_received += len(data)
-        return data, str(response.get("ETag", ""))
+            self.get(key, self._cache.max_object_bytes)
+        except Exception:  # noqa: BLE001 - see above
+            pass
 
 
 def _chained(error: WorkspaceError) -> WorkspaceError:
