@@ -8,7 +8,7 @@ import datetime
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import yaml
 
@@ -16,7 +16,7 @@ from pbt.errors import CorruptRecordError, WorkspaceError
 from pbt.storage import Record
 from pbt.storage.checkpoints import sha256_hex
 from pbt.storage.local import atomic_write_bytes
-from pbt.storage.reader import resolved
+from pbt.storage.reader import WorkspaceReader, resolved
 from pbt.mutation.network import network_of
 from pbt.storage.record import record_to_yaml
 from pbt.tools.schedule import Schedule, reconstruct_schedule, schedule_document
@@ -33,16 +33,33 @@ class BestExport:
     checksum: str
 
 
+def scored_records(snapshot: Snapshot, reader: WorkspaceReader) -> List[Record]:
+    """Each member's newest record with a known objective, best first (ties: lower policy index).
+
+    A member's newest record has no objective for an interval or two after its weights were
+    replaced (its objective restarts with the new weights); then its newest record that has one
+    stands for it, so a run whose members were all replaced near the end still has a best.
+    """
+    records = []
+    for view in snapshot.members:
+        record = view.record
+        while record is not None and not record.has_objective and record.iteration > 0:
+            record = reader.latest_record(view.policy_idx, max_iteration=record.iteration - 1)
+        if record is not None and record.has_objective:
+            records.append(record)
+    return sorted(records, key=lambda r: (-float(r.objective), r.policy_idx))  # type: ignore[arg-type]
+
+
 def export_best(snapshot: Snapshot, out: Path) -> Optional[BestExport]:
     """Copy the best member's checkpoint (sha256-verified), record and schedule to ``out/best``.
 
-    The best is the member whose newest record has the highest objective; if its checkpoint
-    vanished or fails its checksum (a live workspace), the next best is taken. Returns None when
-    no member has a known objective yet.
+    The best is the member whose newest scored record (:func:`scored_records`) has the highest
+    objective; if its checkpoint vanished or fails its checksum (a live workspace), the next best
+    is taken. Returns None when no member has a known objective yet.
     """
     reader = open_reader(snapshot.root)
     best_dir = out / "best"
-    for record in snapshot.candidates():
+    for record in scored_records(snapshot, reader):
         try:
             data = reader.read_checkpoint_bytes(record)
         except CorruptRecordError as exc:

@@ -152,11 +152,6 @@ class Snapshot:
     def lineages(self) -> Dict[int, List[LineageEntry]]:
         return {m.policy_idx: m.lineage for m in self.members}
 
-    def candidates(self) -> List[Record]:
-        """Newest records with a known objective, best first (ties: lower policy index)."""
-        records = [m.record for m in self.members if m.record is not None and m.record.has_objective]
-        return sorted(records, key=lambda r: (-float(r.objective), r.policy_idx))  # type: ignore[arg-type]
-
 
 def open_reader(root: PathLike) -> WorkspaceReader:
     """A read-only reader on an existing workspace: a wrong path is an error, never a new workspace."""
