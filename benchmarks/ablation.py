@@ -84,25 +84,32 @@ def final_score(text: str) -> float:
     return float(match.group(3))
 
 
-def played_score(run_dir: Path, task: str, episodes: int, log_path: Path) -> float:
-    """The member's final policy played with deterministic actions (``python -m pbt.play``) for
+def newest_checkpoint(run_dir: Path) -> Optional[Path]:
+    """The member's final rl_games checkpoint (``<run dir>/nn/last_*.pth``), None when it has none."""
+    checkpoints = sorted((run_dir / "nn").glob("last_*.pth"), key=lambda p: p.stat().st_mtime)
+    return checkpoints[-1] if checkpoints else None
+
+
+def played_score(checkpoint: Optional[Path], task: str, episodes: int, log_path: Path,
+                 overrides: Sequence[str] = ()) -> float:
+    """A member's final policy played with deterministic actions (``python -m pbt.play``) for
     ``episodes`` full episodes: its objective there; NaN when it has no final checkpoint. Every
     member is scored the same way, however late its last change came (a member changed in its
-    last intervals prints no training objective)."""
-    checkpoints = sorted((run_dir / "nn").glob("last_*.pth"), key=lambda p: p.stat().st_mtime)
-    if not checkpoints:
+    last intervals prints no training objective). ``overrides``: the config the checkpoint was
+    trained with (e.g. its network), beyond the task."""
+    if checkpoint is None:
         return math.nan
-    cmd = [sys.executable, "-m", "pbt.play", f"checkpoint={checkpoints[-1]}", f"task={task}",
+    cmd = [sys.executable, "-m", "pbt.play", f"checkpoint={checkpoint}", f"task={task}",
            f"episodes={episodes}", f"num_envs={min(episodes, 256)}", "sim_device=cpu", "rl_device=cpu",
-           "torch_threads=1"]
+           "torch_threads=1", *overrides]
     proc = subprocess.run(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log_path.write_text(proc.stdout)
     match = PLAY.search(proc.stdout)
     if proc.returncode == 0 and match:
         return float(match.group(3))
-    kept = REPO / "benchmarks" / "results" / f"ablation_failed_play_{run_dir.name}_{int(time.time())}.log"
+    kept = REPO / "benchmarks" / "results" / f"ablation_failed_play_{log_path.stem}_{int(time.time())}.log"
     kept.write_text(proc.stdout[-20000:])
-    log.warning("playing %s failed (exit %d); its output is in %s", checkpoints[-1], proc.returncode, kept)
+    log.warning("playing %s failed (exit %d); its output is in %s", checkpoint, proc.returncode, kept)
     return math.nan
 
 
@@ -165,7 +172,7 @@ def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int]
             log.warning("%s member %d printed no SUMMARY; its log tail is in %s", arm, i, failed)
     if play_episodes > 0:  # every member scored by playing its final policy (see played_score)
         training = scores
-        scores = [played_score(member_run_dir(root / arm, f"{arm}_{i}"), task, play_episodes,
+        scores = [played_score(newest_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")), task, play_episodes,
                                root / f"{arm}_{i}.play.log") for i in range(len(samples))]
     replaced = replaced_members(workspace, len(samples))
     finite = [x for x in scores if math.isfinite(x)]
@@ -180,6 +187,11 @@ def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int]
     return result
 
 
+def ratio(value: float, reference: float) -> float:
+    """value / reference; NaN when the reference is 0 (nothing learned: no ratio to speak of)."""
+    return value / reference if reference else math.nan
+
+
 def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
     """The markdown table: one row per arm over the seed sets."""
     lines = ["| arm | best (mean +- std over seed sets) | mean | best / no-PBT | mean / no-PBT | exploits per run "
@@ -191,8 +203,8 @@ def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
             continue
         best = [s["arms"][arm]["best"] for s in done]
         mean = [s["arms"][arm]["mean"] for s in done]
-        best_ratio = [s["arms"][arm]["best"] / s["arms"][NO_PBT]["best"] for s in done]
-        mean_ratio = [s["arms"][arm]["mean"] / s["arms"][NO_PBT]["mean"] for s in done]
+        best_ratio = [ratio(s["arms"][arm]["best"], s["arms"][NO_PBT]["best"]) for s in done]
+        mean_ratio = [ratio(s["arms"][arm]["mean"], s["arms"][NO_PBT]["mean"]) for s in done]
         exploits = [s["arms"][arm]["exploits"] for s in done]
         stuck = [len(s["arms"][arm]["stuck"]) for s in done]
         seconds = [s["arms"][arm]["seconds"] for s in done]

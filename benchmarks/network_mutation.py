@@ -9,7 +9,12 @@ selection strategy. Reports per arm the best and mean final objective, the final
 (from each member's newest record), the exploits (weight replacements) and the wall time; writes
 JSON after every arm and prints a markdown table.
 
-    python benchmarks/network_mutation.py --members 8 --seed_sets 2 --frames 600000
+With ``--play_episodes K`` every member is scored the same way: its newest workspace checkpoint
+(the final weights, with the record naming its architecture next to it) played by ``pbt.play`` for
+K episodes with deterministic actions. Without it the score is the member's final training
+objective, which a member changed in its last intervals does not have.
+
+    python benchmarks/network_mutation.py --members 8 --seed_sets 2 --frames 600000 --play_episodes 64
 """
 import argparse
 import json
@@ -20,34 +25,45 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from ablation import final_score, replaced_members, run_members, seed_set  # noqa: E402
+from ablation import final_score, played_score, replaced_members, run_members, seed_set  # noqa: E402
 
 log = logging.getLogger("network_mutation")
 ARMS = {"hyperparameters": "default", "agilerl": "agilerl"}
 SMALL = "train.params.network.mlp.units=[16]"
 
 
-def final_networks(workspace: Path, members: int) -> List[str]:
-    """Each member's network in its newest record ("?" when it has none)."""
+def final_records(workspace: Path, members: int) -> List[Optional[Any]]:
+    """Each member's newest record (None when it has none)."""
     from pbt.storage.reader import WorkspaceReader
 
     reader = WorkspaceReader(workspace, members)
-    out = []
-    for idx in range(members):
-        record = reader.latest_record(idx)
-        network = None if record is None else record.network
-        out.append("?" if not network else f"{network.get('units')} {network.get('activation')}")
-    return out
+    return [reader.latest_record(idx) for idx in range(members)]
+
+
+def network_name(record: Optional[Any]) -> str:
+    """A record's network as "[units] activation" ("start network (not evolved)" when it names none)."""
+    network = None if record is None else record.network
+    return "start network (not evolved)" if not network else f"{network.get('units')} {network.get('activation')}"
+
+
+def played_scores(workspace: Path, records: List[Optional[Any]], episodes: int, root: Path, arm: str) -> List[float]:
+    """Every member's newest checkpoint played for ``episodes`` episodes (pbt.play builds the
+    architecture the record next to it names; the small start network otherwise)."""
+    from pbt.storage.reader import WorkspaceReader
+
+    reader = WorkspaceReader(workspace, len(records))
+    return [played_score(None if record is None else Path(str(reader.checkpoint_path(record))), "Reacher",
+                         episodes, root / f"{arm}_{i}.play.log", [SMALL]) for i, record in enumerate(records)]
 
 
 def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], frames: int, num_envs: int, interval: int,
-            root: Path) -> Dict[str, Any]:
+            root: Path, play_episodes: int = 0) -> Dict[str, Any]:
     workspace = root / f"ws_{arm}"
     cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
@@ -61,16 +77,25 @@ def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], frames: i
         cmds.append(cmd)
     seconds = run_members(cmds, [root / f"{arm}_{i}.log" for i in range(len(samples))])
     scores = [final_score((root / f"{arm}_{i}.log").read_text()) for i in range(len(samples))]
+    records = final_records(workspace, len(samples))
+    result: Dict[str, Any] = {}
+    if play_episodes > 0:
+        result = {"training_scores": scores,
+                  "scored_by": f"pbt.play, {play_episodes} episodes, deterministic actions"}
+        scores = played_scores(workspace, records, play_episodes, root, arm)
     finite = [x for x in scores if math.isfinite(x)]
     replaced = replaced_members(workspace, len(samples))
-    return {"scores": scores, "best": max(finite) if finite else math.nan,
-            "mean": statistics.fmean(finite) if finite else math.nan, "seconds": seconds,
-            "exploits": sum(replaced.values()), "networks": final_networks(workspace, len(samples))}
+    result.update({"scores": scores, "best": max(finite) if finite else math.nan,
+                   "mean": statistics.fmean(finite) if finite else math.nan, "scored": len(finite),
+                   "seconds": seconds, "exploits": sum(replaced.values()),
+                   "networks": [network_name(r) for r in records]})
+    return result
 
 
 def summarize(sets: Sequence[Dict[str, Any]]) -> List[str]:
-    lines = ["| arm | seed set | best final objective | mean final objective | final architectures (count) "
-             "| exploits | wall time |", "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+    lines = ["| arm | seed set | best final objective | mean final objective | members scored "
+             "| final architectures (count) | exploits | wall time |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for arm in ARMS:
         for entry in sets:
             result = entry["arms"].get(arm)
@@ -80,7 +105,9 @@ def summarize(sets: Sequence[Dict[str, Any]]) -> List[str]:
             for network in result["networks"]:
                 counts[network] = counts.get(network, 0) + 1
             networks = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
-            lines.append(f"| {arm} | {entry['seed_set']} | {result['best']:.3f} | {result['mean']:.3f} | {networks} "
+            scored = result.get("scored", sum(1 for x in result["scores"] if math.isfinite(x)))
+            lines.append(f"| {arm} | {entry['seed_set']} | {result['best']:.3f} | {result['mean']:.3f} "
+                         f"| {scored} / {len(result['scores'])} | {networks} "
                          f"| {result['exploits']} | {result['seconds']:.0f} s |")
     return lines
 
@@ -92,6 +119,9 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=600_000)
     parser.add_argument("--num_envs", type=int, default=512)
     parser.add_argument("--interval", type=int, default=50_000)
+    parser.add_argument("--play_episodes", type=int, default=0,
+                        help="score every member by playing its final policy for this many episodes (deterministic "
+                             "actions) instead of its final training objective")
     parser.add_argument("--out", default="benchmarks/results/network_mutation.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -106,7 +136,8 @@ def main() -> None:
         meta["sets"].append(entry)
         with tempfile.TemporaryDirectory() as tmp:
             for arm in ARMS:
-                result = run_arm(arm, samples, seeds, args.frames, args.num_envs, args.interval, Path(tmp))
+                result = run_arm(arm, samples, seeds, args.frames, args.num_envs, args.interval, Path(tmp),
+                                 args.play_episodes)
                 entry["arms"][arm] = result
                 log.info("seed set %d %s: best %.3f mean %.3f exploits %d (%.0f s) %s %s", s, arm, result["best"],
                          result["mean"], result["exploits"], result["seconds"], [round(x, 3) for x in result["scores"]],
