@@ -32,18 +32,11 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from ablation import final_score, played_score, replaced_members, run_members, seed_set  # noqa: E402
+from pbt.storage.reader import WorkspaceReader  # noqa: E402
 
 log = logging.getLogger("network_mutation")
 ARMS = {"hyperparameters": "default", "agilerl": "agilerl"}
 SMALL = "train.params.network.mlp.units=[16]"
-
-
-def final_records(workspace: Path, members: int) -> List[Optional[Any]]:
-    """Each member's newest record (None when it has none)."""
-    from pbt.storage.reader import WorkspaceReader
-
-    reader = WorkspaceReader(workspace, members)
-    return [reader.latest_record(idx) for idx in range(members)]
 
 
 def network_name(record: Optional[Any]) -> str:
@@ -52,12 +45,9 @@ def network_name(record: Optional[Any]) -> str:
     return "start network (not evolved)" if not network else f"{network.get('units')} {network.get('activation')}"
 
 
-def played_scores(workspace: Path, records: List[Optional[Any]], episodes: int, root: Path, arm: str) -> List[float]:
+def played_scores(reader: WorkspaceReader, records: List[Optional[Any]], episodes: int, root: Path, arm: str) -> List[float]:
     """Every member's newest checkpoint played for ``episodes`` episodes (pbt.play builds the
     architecture the record next to it names; the small start network otherwise)."""
-    from pbt.storage.reader import WorkspaceReader
-
-    reader = WorkspaceReader(workspace, len(records))
     return [played_score(None if record is None else Path(str(reader.checkpoint_path(record))), "Reacher",
                          episodes, root / f"{arm}_{i}.play.log", [SMALL]) for i, record in enumerate(records)]
 
@@ -77,12 +67,13 @@ def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], frames: i
         cmds.append(cmd)
     seconds = run_members(cmds, [root / f"{arm}_{i}.log" for i in range(len(samples))])
     scores = [final_score((root / f"{arm}_{i}.log").read_text()) for i in range(len(samples))]
-    records = final_records(workspace, len(samples))
+    reader = WorkspaceReader(workspace, len(samples))
+    records = [reader.latest_record(idx) for idx in range(len(samples))]  # each member's newest (or None)
     result: Dict[str, Any] = {}
     if play_episodes > 0:
         result = {"training_scores": scores,
                   "scored_by": f"pbt.play, {play_episodes} episodes, deterministic actions"}
-        scores = played_scores(workspace, records, play_episodes, root, arm)
+        scores = played_scores(reader, records, play_episodes, root, arm)
     finite = [x for x in scores if math.isfinite(x)]
     replaced = replaced_members(workspace, len(samples))
     result.update({"scores": scores, "best": max(finite) if finite else math.nan,
