@@ -2,8 +2,9 @@
 
 A strategy turns this member's state and the peers' records into a :class:`Decision`; it reads no
 files and draws every random number from the ``rng`` it is given. The gates here (timing, unknown
-objective, ready rule, significance test) are the same for every strategy; each strategy decides
-which of them it applies.
+objective, ready rule, significance test) are the same for every strategy: each strategy starts
+with :meth:`Strategy.waiting`, so ``pbt.start_after``/``pbt.initial_delay`` mean the same whatever
+rule ranks.
 """
 import abc
 import math
@@ -13,7 +14,7 @@ from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, ClassVar, Dict, M
                     Tuple, Type, Union)
 
 from pbt.sections import Section, require
-from pbt.selection.population import diverged_significance, merge_params
+from pbt.selection.population import diverged_significance, is_diverged, merge_params
 from pbt.selection.stats import welch_greater
 
 if TYPE_CHECKING:
@@ -162,10 +163,11 @@ class Strategy(abc.ABC):
 
     def waiting(self, own: MemberState) -> Optional[str]:
         """Why this member does not act yet (timing gates, unknown objective, ready rule), or None;
-        a diverged member (NaN/inf objective) never waits for them."""
-        if own.record.objective is not None and not math.isfinite(own.record.objective):
-            return None
+        a diverged member (NaN/inf objective) waits only for the population's warm-up
+        (``initial_delay``)."""
         gates = self.ctx.gates
+        if is_diverged(own.record):
+            return initial_delay_gate(own, gates)
         return timing_gate(own, gates) or unknown_gate(own) or ready_gate(own, gates)
 
     def keep(self, own: MemberState, reason: str) -> Decision:
@@ -209,6 +211,11 @@ def timing_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
     if own.frames_since_start < gates.start_after:
         return (f"start_after: {fmt(own.frames_since_start)} of {fmt(gates.start_after)} frames "
                 "since start/replacement")
+    return initial_delay_gate(own, gates)
+
+
+def initial_delay_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
+    """Why the population is too young for anyone to act (``initial_delay``), or None."""
     if own.record.frame < gates.initial_delay:
         return f"initial_delay: frame {fmt(own.record.frame)} < {fmt(gates.initial_delay)}"
     return None

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from pbt.sections import Section, require, require_finite
-from pbt.selection.base import MemberState, Decision, Strategy, fmt, ready_gate, significance, timing_gate, \
-    unknown_gate
+from pbt.selection.base import MemberState, Decision, Strategy, fmt, significance
 from pbt.selection.population import (View, diverged_significance, eligible_donors, group_size, is_diverged,
                                       known_objective, merge_params, population_view, rank, records, trimmed_std)
 
@@ -52,10 +51,7 @@ class DexPbt(Strategy):
         gates = self.ctx.gates
         idx = own.record.policy_idx
         diverged = is_diverged(own.record)
-        if diverged:  # only the population's warm-up holds a diverged member back
-            timing = _delay_gate(own, gates.initial_delay)
-        else:
-            timing = timing_gate(own, gates) or unknown_gate(own) or ready_gate(own, gates)
+        timing = self.waiting(own)  # only the population's warm-up holds a diverged member back
         if timing is not None:
             return self.keep(own, timing)
         view = population_view(own.record, peers, self.ctx.population)
@@ -114,12 +110,6 @@ class DexPbt(Strategy):
                 return self.act(own, donor, base, f"replace: {numbers}{test}", rng)
             return self.act(own, None, own_params, f"mutate only, lead not significant: {numbers}{test}", rng)
         return self.act(own, None, own_params, f"mutate only, lead too small: {numbers}", rng)
-
-
-def _delay_gate(own: MemberState, initial_delay: int) -> Optional[str]:
-    if own.record.frame < initial_delay:
-        return f"initial_delay: frame {fmt(own.record.frame)} < {fmt(initial_delay)}"
-    return None
 
 
 def _hysteresis_value(own: MemberState) -> float:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Tuple
 
 from pbt.sections import Section, require_finite
-from pbt.selection.base import MemberState, Decision, Strategy, fmt, ready_gate, unknown_gate
+from pbt.selection.base import MemberState, Decision, Strategy, fmt
 from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, population_view, \
     records
 
@@ -45,12 +45,11 @@ class Threshold(Strategy):
     settings: ThresholdConfig
 
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
+        wait = self.waiting(own)  # a diverged member (NaN/inf objective) skips the ready rule: it is replaced
+        if wait is not None:
+            return self.keep(own, wait)
         gates = self.ctx.gates
         idx = own.record.policy_idx
-        # A diverged member (NaN/inf objective) is not judged by the ready rule: it is replaced.
-        unknown = None if is_diverged(own.record) else unknown_gate(own) or ready_gate(own, gates)
-        if unknown is not None:
-            return self.keep(own, unknown)
         view = population_view(own.record, peers, self.ctx.population)
         known = {i: o for i, o in ((i, known_objective(view[i])) for i in sorted(view)) if o is not None}
         if not known or (len(known) == 1 and idx in known):

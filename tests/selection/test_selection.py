@@ -311,7 +311,9 @@ def threshold(own: MemberState, objectives: Dict[int, Optional[float]], seed: in
 
 def test_threshold_underperformer_replaced_by_leader() -> None:
     # mean 50, std 40.82: upper 54.08, lower 45.92; leaders 100 (member 2); 0 underperforms.
-    decision = threshold(state(0, 0.0, frames_since_start=0, frame=0), {1: 50.0, 2: 100.0}, mutation_rate=0.0)
+    # Isaac Lab has no timing gates: its mapping sets start_after=0 initial_delay=0.
+    decision = threshold(state(0, 0.0, frames_since_start=0, frame=0), {1: 50.0, 2: 100.0}, mutation_rate=0.0,
+                         start_after=0, initial_delay=0)
     assert decision.action == "replace" and decision.donor_idx == 2
     assert decision.params_after == DONOR_PARAMS
     assert "lower 45.92" in decision.reason and "upper 54.08" in decision.reason

@@ -175,3 +175,35 @@ def test_banned_donors_never_donate(banned: Any, seed: int, rule: str) -> None:
                   threshold_std=0.0)
     decision = decide(own_state(), peers(SPREAD), cfg, random.Random(seed), banned_donors=banned)
     assert decision.donor_idx is None or decision.donor_idx not in banned
+
+
+# -- the timing gates hold under every strategy -----------------------------------------------------
+
+
+def _acting_cfg(rule: str, **kwargs: Any) -> PbtConfig:
+    """A population where member 0 (objective 10, the worst of SPREAD) acts under every rule."""
+    return cfg_for(selection=rule, replace_fraction_best=0.3, replace_threshold_frac_std=0.0,
+                   replace_threshold_frac_absolute=0.0, threshold_std=0.5, threshold_abs=0.0, **kwargs)
+
+
+@pytest.mark.parametrize("rule", sorted(STRATEGIES))
+def test_start_after_and_initial_delay_hold_a_member_back_under_every_strategy(rule: str) -> None:
+    def actions(state: MemberState, **kwargs: Any) -> set:
+        return {decide(state, peers(SPREAD), _acting_cfg(rule, **kwargs), random.Random(s)).action for s in range(20)}
+
+    assert actions(own_state()) != {"keep"}  # no gate: it acts
+    young = MemberState(rec(0, 10.0), None, frames_since_start=1_000)
+    kept = decide(young, peers(SPREAD), _acting_cfg(rule, start_after=FRAME), random.Random(0))
+    assert kept.action == "keep" and kept.reason.startswith("start_after")
+    early = decide(own_state(), peers(SPREAD), _acting_cfg(rule, initial_delay=FRAME + 1), random.Random(0))
+    assert early.action == "keep" and early.reason.startswith(f"initial_delay: frame {FRAME:.4g}")
+
+
+@pytest.mark.parametrize("rule", sorted(STRATEGIES))
+def test_a_diverged_member_waits_for_initial_delay_only(rule: str) -> None:
+    diverged = MemberState(rec(0, float("nan")), None, frames_since_start=0)
+    held = decide(diverged, peers(SPREAD), _acting_cfg(rule, start_after=FRAME, ready_after=FRAME,
+                                                          initial_delay=FRAME + 1), random.Random(0))
+    assert held.action == "keep" and held.reason.startswith("initial_delay")
+    replaced = decide(diverged, peers(SPREAD), _acting_cfg(rule, start_after=FRAME, ready_after=FRAME), random.Random(0))
+    assert replaced.action == REPLACE and replaced.donor_idx in SPREAD
