@@ -51,7 +51,7 @@ class DexPbt(Strategy):
         gates = self.ctx.gates
         idx = own.record.policy_idx
         diverged = is_diverged(own.record)
-        timing = self.waiting(own)  # only the population's warm-up holds a diverged member back
+        timing = self.waiting(own)
         if timing is not None:
             return self.keep(own, timing)
         view = population_view(own.record, peers, self.ctx.population)

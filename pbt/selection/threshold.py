@@ -45,7 +45,7 @@ class Threshold(Strategy):
     settings: ThresholdConfig
 
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
-        wait = self.waiting(own)  # a diverged member (NaN/inf objective) skips the ready rule: it is replaced
+        wait = self.waiting(own)
         if wait is not None:
             return self.keep(own, wait)
         gates = self.ctx.gates
