@@ -63,8 +63,13 @@ def env() -> dict:
 
 
 def start_holder(tmp_path: Path, member_dir: Path, mode: str = "hold", hold: float = 60.0) -> subprocess.Popen:
+    # written once: rewriting it in place while an earlier holder's interpreter is still reading it
+    # gave that holder an empty script (it exited 0 having done nothing)
     script = tmp_path / "holder.py"
-    script.write_text(HOLDER)
+    if not script.exists():
+        staged = tmp_path / "holder.py.tmp"
+        staged.write_text(HOLDER)
+        os.replace(str(staged), str(script))
     return subprocess.Popen([sys.executable, str(script), str(member_dir), mode, str(hold)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env())
 
