@@ -165,14 +165,15 @@ def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int]
     for i in range(len(samples)):
         text = (root / f"{arm}_{i}.log").read_text()
         scores.append(final_score(text))
+        printed_summary = SUMMARY.search(text) is not None
         # keep the evidence of a member that died (the temp dir is deleted afterwards); "objective=n/a"
         # only means a late change, which the play scoring below is there for
-        if SUMMARY.search(text) is None or (not math.isfinite(scores[-1]) and play_episodes <= 0):
+        if not printed_summary or (not math.isfinite(scores[-1]) and play_episodes <= 0):
             failed = REPO / "benchmarks" / "results" / f"ablation_failed_{arm}_{i}_{int(time.time())}.log"
             failed.parent.mkdir(parents=True, exist_ok=True)
             failed.write_text(text[-20000:])
             log.warning("%s member %d has no final objective (%s); its log tail is in %s", arm, i,
-                        "objective=n/a" if SUMMARY.search(text) else "no SUMMARY line", failed)
+                        "objective=n/a" if printed_summary else "no SUMMARY line", failed)
     if play_episodes > 0:  # every member scored by playing its final policy (see played_score)
         training = scores
         scores = [played_score(newest_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")), task, play_episodes,

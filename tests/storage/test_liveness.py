@@ -63,13 +63,11 @@ def env() -> dict:
 
 
 def start_holder(tmp_path: Path, member_dir: Path, mode: str = "hold", hold: float = 60.0) -> subprocess.Popen:
-    # written once: rewriting it in place while an earlier holder's interpreter is still reading it
-    # gave that holder an empty script (it exited 0 having done nothing)
+    # written once, before any holder runs: rewriting it in place while an earlier holder's
+    # interpreter was still reading it gave that holder an empty script (exit 0, nothing done)
     script = tmp_path / "holder.py"
     if not script.exists():
-        staged = tmp_path / "holder.py.tmp"
-        staged.write_text(HOLDER)
-        os.replace(str(staged), str(script))
+        script.write_text(HOLDER)
     return subprocess.Popen([sys.executable, str(script), str(member_dir), mode, str(hold)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env())
 
