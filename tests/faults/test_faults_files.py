@@ -13,7 +13,6 @@ not the best) as a donor, refuses member 1's pickle every time it would be its d
 and finishes; nothing executes.
 """
 import json
-import math
 import os
 import pickle
 import re
@@ -141,6 +140,6 @@ def test_honest_population_trains_to_the_end_beside_a_hostile_peer(tmp_path: Pat
     # lines are gone: retention, and the peer's stolen lineages), trained ones above -600.
     # A member changed in its last interval has no objective in its newest record: each honest
     # member's newest scored record stands for it (all three can end unscored under load).
+    # (scored_records keeps only finite objectives)
     final = [r.objective for r in scored_records(read_snapshot(ws), open_reader(ws)) if r.policy_idx < 3]
-    known = [o for o in final if o is not None and math.isfinite(o)]
-    assert known and max(known) > -600, final
+    assert final and max(final) > -600, final
