@@ -15,7 +15,7 @@ Upstream parameters: seed=-1, PBT every 2e7 frames, start_after 1e8, initial_del
 30% may be replaced, the allegro_kuka mutation scheme (which also mutates reward-shaping
 coefficients: the task reports a separate true_objective, the success count).
 """
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 
 NUM_POLICIES = 8
 

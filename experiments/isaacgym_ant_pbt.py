@@ -8,7 +8,7 @@ Needs Isaac Gym + IsaacGymEnvs (Python 3.8) and an NVIDIA GPU. On one GPU:
 Upstream parameters: 2048 envs, 10000 iterations (here as frames: 10000 x 2048 envs x horizon 16),
 seed=-1 (each member random), PBT every 5M frames after 10M, the Ant mutation scheme.
 """
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 
 NUM_POLICIES = 3
 _NUM_ENVS = 2048

@@ -2,7 +2,7 @@
 
     python -m launcher.run --run=experiments.mujoco_halfcheetah_pbt --backend=processes --num_gpus=0
 """
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 
 NUM_POLICIES = 4
 

@@ -11,7 +11,7 @@ finishes or dies drops out of the others' ranking. A member added while the popu
 objectives starts from the best member's weights and frame count with mutated hyperparameters
 (``pbt.join=best``; ``pbt.join=fresh`` starts it from scratch) and trains to the same ``max_frames``.
 """
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 
 _cmd = (
     "python -m pbt.train task=Pendulum pbt=pbt_default pbt.num_policies=auto pbt.elastic_window=3 "

@@ -3,7 +3,7 @@
     python -m launcher.run --run=experiments.pendulum_pbt --backend=processes --num_gpus=0
     python -m launcher.run --run=experiments.pendulum_pbt --backend=processes --num_gpus=1 --experiments_per_gpu=8
 """
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 
 NUM_POLICIES = 8
 

@@ -4,7 +4,7 @@ may replace them (docs/performance_notes.md).
 
     python -m launcher.run --run=experiments.reacher_pbt --backend=processes --num_gpus=0
 """
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 
 NUM_POLICIES = 8
 

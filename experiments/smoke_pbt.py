@@ -11,7 +11,7 @@ launcher's summary at the end says who gave and who took. The rules are DexPBT's
 (``pbt/selection=dexpbt``, significance test on, nothing forced), with the worst 2 of 4 allowed to
 act instead of 1.
 """
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 
 NUM_POLICIES = 4
 LEARNING_RATES = [3e-3, 1e-3, 1e-4, 1e-5]

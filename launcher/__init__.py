@@ -1,8 +1,6 @@
-"""Launch a run (e.g. a PBT population) locally or on Slurm: ``python -m launcher.run --run=experiments.<module>``.
-
-Experiment modules define ``RUN_DESCRIPTION`` with the classes exported here. The launcher does not
-import torch and runs on Python 3.8.
-"""
-from launcher.run_description import Experiment, Member, ParamGenerator, ParamGrid, ParamList, RunDescription
+"""Checkout-only spelling of :mod:`pbt.launcher` (not installed): ``python -m launcher.run`` and
+``from launcher import RunDescription`` keep working from the repository root. Installed, use
+``pbt-launch`` / ``python -m pbt.launcher.run`` and ``from pbt.launcher import ...``."""
+from pbt.launcher import Experiment, Member, ParamGenerator, ParamGrid, ParamList, RunDescription
 
 __all__ = ["Experiment", "Member", "ParamGenerator", "ParamGrid", "ParamList", "RunDescription"]

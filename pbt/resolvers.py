@@ -5,10 +5,19 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-#: The Hydra config directory (``configs/`` next to the ``pbt`` package), as an absolute path: a
-#: relative one would make Hydra look for a ``configs`` Python package when the entry point is
-#: imported rather than run as ``__main__`` (``python -m pbt.play`` runs ``pbt.tools.play``).
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+
+
+def _config_dir() -> Path:
+    """``pbt/configs`` in an installed wheel, else ``configs/`` next to the ``pbt`` package (a checkout)."""
+    package = Path(__file__).resolve().parent
+    installed = package / "configs"
+    return installed if (installed / "config.yaml").is_file() else package.parent / "configs"
+
+
+#: The Hydra config directory, as an absolute path: a relative one would make Hydra look for a
+#: ``configs`` Python package when the entry point is imported rather than run as ``__main__``
+#: (``python -m pbt.play`` runs ``pbt.tools.play``).
+CONFIG_DIR = str(_config_dir())
 
 
 def resolve_default(default: Any, arg: Any) -> Any:

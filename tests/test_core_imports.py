@@ -8,8 +8,8 @@ CORE = ["pbt", "pbt.config", "pbt.keys", "pbt.sections", "pbt.procfs", "pbt.muta
         "pbt.storage", "pbt.storage.liveness", "pbt.storage.checkpoints", "pbt.restart", "pbt.member",
         "pbt.elastic", "pbt.selection.membership",
         "pbt.objective", "pbt.tasks", "pbt.tasks.registry", "pbt.tasks.base", "pbt.tasks.isaacgym",
-        "pbt.tools.snapshot", "launcher.run", "launcher.run_description", "launcher.backends.processes",
-        "launcher.backends.slurm"]
+        "pbt.tools.snapshot", "pbt.launcher.run", "pbt.launcher.run_description", "pbt.launcher.backends.processes",
+        "pbt.launcher.backends.slurm"]
 
 
 def test_core_modules_do_not_import_torch():

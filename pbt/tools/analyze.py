@@ -1,4 +1,4 @@
-"""``python -m pbt.analyze <workspace> --out <dir>``: plots, a report and the winner's schedule.
+"""``pbt-analyze <workspace> --out <dir>``: plots, a report and the winner's schedule.
 
 Writes into ``<dir>``:
 
@@ -11,7 +11,7 @@ Writes into ``<dir>``:
 * ``report.md`` and ``report.html``: the members table and every lineage event, linking the plots;
 * ``best/``: the best member's checkpoint (``checkpoint.pth``, copied with sha256 verification),
   its record (``record.yaml``) and its whole hyperparameter schedule (``schedule.yaml``),
-  reconstructed across all its ancestors (:mod:`pbt.tools.schedule`), which ``python -m pbt.replay``
+  reconstructed across all its ancestors (:mod:`pbt.tools.schedule`), which ``pbt-replay``
   can follow.
 
 Everything comes from the lineage files (one entry per PBT iteration per member, so histories are
@@ -71,7 +71,7 @@ def analyze(workspace: Union[Path, str], out: Path) -> Analysis:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pbt.analyze",
+        prog="pbt-analyze",
         description="Plots, a report and the best member's checkpoint + hyperparameter schedule of a PBT run.")
     parser.add_argument("workspace", help="the population's pbt.workspace directory")
     parser.add_argument("--out", required=True, help="directory to write the plots, report and best/ into")

@@ -97,7 +97,7 @@ def export_best(snapshot: Snapshot, out: Path) -> Optional[BestExport]:
             document["steps"][0]["params"].update(network.overrides())
             document["provenance"]["network"] = dict(record.network or {})
         text = ("# Hyperparameter schedule of the best member, reconstructed from the PBT lineage.\n"
-                "# Replay it: python -m pbt.replay schedule.yaml task=<task> [overrides...]\n"
+                "# Replay it: pbt-replay schedule.yaml task=<task> [overrides...]\n"
                 + yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
         atomic_write_bytes(best_dir / "schedule.yaml", text.encode("utf-8"))
         log.info("best member %d (iteration %d, objective %s) exported to %s with a %d-step schedule",

@@ -1,4 +1,4 @@
-"""``python -m pbt.play checkpoint=<path> task=... [episodes=K] [overrides]``: run a trained policy
+"""``pbt-play checkpoint=<path> task=... [episodes=K] [overrides]``: run a trained policy
 without learning and report how well it does.
 
 The agent is built exactly as for training (same task, network, normalizers and action scaling,
@@ -30,7 +30,7 @@ log = logging.getLogger("pbt.play")
 DEFAULT_EPISODES = 100
 MAX_STEPS = 100_000
 """Vectorized steps after which play gives up (a task whose episodes never end)."""
-USAGE = "usage: python -m pbt.play checkpoint=<path.pth> task=<task> [episodes=K] [key=value ...]"
+USAGE = "usage: pbt-play checkpoint=<path.pth> task=<task> [episodes=K] [key=value ...]"
 
 
 @dataclass
@@ -134,7 +134,7 @@ def play(cfg: Any, episodes: int) -> PlayResult:
     checkpoint = str(cfg.get("checkpoint") or "")
     if not checkpoint:
         raise ConfigError("pbt.play needs checkpoint=<path to a .pth> (e.g. best/checkpoint.pth from "
-                          "python -m pbt.analyze, or an rl_games checkpoint in <run dir>/nn/).")
+                          "pbt-analyze, or an rl_games checkpoint in <run dir>/nn/).")
     state = load_state_file(checkpoint)
     if "model" not in state:
         raise ConfigError(f"checkpoint={checkpoint} holds no 'model' weights; pass an rl_games/PBT checkpoint.")

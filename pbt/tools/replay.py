@@ -1,7 +1,7 @@
-"""``python -m pbt.replay <schedule.yaml> task=... [overrides]``: train one worker that follows a
+"""``pbt-replay <schedule.yaml> task=... [overrides]``: train one worker that follows a
 recorded hyperparameter schedule, without a population (like Ray Tune's PBT replay).
 
-The schedule is the ``best/schedule.yaml`` written by ``python -m pbt.analyze`` (or any YAML with
+The schedule is the ``best/schedule.yaml`` written by ``pbt-analyze`` (or any YAML with
 a ``steps`` list of ``{frame, params}``, params keyed by full config key). Steps at frame 0 are
 applied to the config before the agent is built (any key may change there); every later step is
 applied in the running agent (through the learner's :class:`pbt.rl_games.agent.AgentAdapter`) at
@@ -9,7 +9,7 @@ the end of the first epoch whose frame count is >= the step's frame, and the val
 the agent are logged. A later step that changes a key which cannot change in a running agent
 (horizon_length, minibatch_size, the network, task parameters...) is refused before training starts.
 
-Other arguments are Hydra overrides, as for ``python -m pbt.train``. PBT is off in a replay.
+Other arguments are Hydra overrides, as for ``pbt-train``. PBT is off in a replay.
 """
 import logging
 import math
@@ -25,7 +25,7 @@ from pbt.rl_games.agent import CONFIG, AgentAdapter
 
 log = logging.getLogger("pbt.replay")
 
-USAGE = "usage: python -m pbt.replay <schedule.yaml> task=<task> [key=value ...]"
+USAGE = "usage: pbt-replay <schedule.yaml> task=<task> [key=value ...]"
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def parse_schedule(document: Any, source: str = "<schedule>") -> List[ScheduleSt
     steps_data = document.get("steps") if isinstance(document, Mapping) else document
     if not isinstance(steps_data, list) or not steps_data:
         raise ConfigError(
-            f"{source}: expected a 'steps' list of {{frame, params}} (as written by python -m pbt.analyze "
+            f"{source}: expected a 'steps' list of {{frame, params}} (as written by pbt-analyze "
             "into best/schedule.yaml), got none. Pass a schedule file.")
     steps: List[ScheduleStep] = []
     for number, item in enumerate(steps_data, start=1):
@@ -97,7 +97,7 @@ def load_schedule(path: Any) -> List[ScheduleStep]:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"schedule {path}: no such file. Pass the best/schedule.yaml written by "
-                          "python -m pbt.analyze.") from None
+                          "pbt-analyze.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"schedule {path}: cannot read it ({exc}).") from exc
     try:
@@ -252,8 +252,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help") or "=" in args[0]:
-        print(USAGE + "\n\nThe schedule is the best/schedule.yaml written by python -m pbt.analyze; the other "
-              "arguments are Hydra overrides as for python -m pbt.train.", file=sys.stderr)
+        print(USAGE + "\n\nThe schedule is the best/schedule.yaml written by pbt-analyze; the other "
+              "arguments are Hydra overrides as for pbt-train.", file=sys.stderr)
         sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
     register_resolvers()
     try:

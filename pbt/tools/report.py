@@ -82,7 +82,7 @@ def _best_lines(best: "Optional[BestExport]") -> List[str]:
         f"- schedule: [best/schedule.yaml](best/schedule.yaml), {len(schedule.steps)} steps; its weights were "
         f"trained by {ancestry}"
         + ("" if schedule.complete else " (incomplete: " + "; ".join(schedule.notes) + ")"),
-        f"- replay it: `python -m pbt.replay {best.directory / 'schedule.yaml'} task=<task> ...`",
+        f"- replay it: `pbt-replay {best.directory / 'schedule.yaml'} task=<task> ...`",
     ]
 
 

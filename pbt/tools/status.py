@@ -1,4 +1,4 @@
-"""``python -m pbt.status <workspace> [--watch] [--interval S]``: the population at a glance.
+"""``pbt-status <workspace> [--watch] [--interval S]``: the population at a glance.
 
 A terminal table (made with rich) of every member: frames, iteration, objective and rank, how
 often it restarted, its last PBT action and the last donor it copied, its current hyperparameters
@@ -153,7 +153,7 @@ def _renderable(root: Union[Path, str], stale_after: float, width: int) -> Any:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pbt.status", description="Show a PBT population: who is winning, who copied whom.")
+        prog="pbt-status", description="Show a PBT population: who is winning, who copied whom.")
     parser.add_argument("workspace", help="the population's pbt.workspace directory")
     parser.add_argument("--watch", action="store_true", help="refresh the table until Ctrl-C")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (--watch)")

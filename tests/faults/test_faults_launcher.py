@@ -20,7 +20,7 @@ N = 2
 MAX_FRAMES = 60_000
 
 EXPERIMENT = f'''
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 
 _cmd = ("python -m pbt.train task=Pendulum pbt=pbt_default num_envs=128 max_frames={MAX_FRAMES} "
         "pbt.interval_steps=4096 pbt.start_after=0 pbt.initial_delay=0 sim_device=cpu rl_device=cpu "
@@ -37,7 +37,7 @@ def newest(ws: Path, idx: int):
 
 def test_rerun_after_the_whole_population_was_sigkilled_continues_every_member(tmp_path: Path) -> None:
     (tmp_path / "fault_exp.py").write_text(EXPERIMENT)
-    cmd = [sys.executable, "-m", "launcher.run", "--run=fault_exp", "--backend=processes",
+    cmd = [sys.executable, "-m", "pbt.launcher.run", "--run=fault_exp", "--backend=processes",
            f"--train_dir={tmp_path / 'train'}", "--restart_delay=0.2"]
     ws = tmp_path / "train" / "faults" / "pend" / "workspace"
     logs = tmp_path / "train" / "faults" / "pend" / "logs"

@@ -70,15 +70,15 @@ def test_main_job_as_printed_in_the_readme_shows_pbt_working(tmp_path: Path):
     assert float(winner.group(2)) == pytest.approx(best, abs=0.05 + 1e-3 * abs(best))
     checkpoint = re.search(r"checkpoint: (\S+\.pth) \(", out)
     assert checkpoint and Path(checkpoint.group(1)).is_file()
-    assert f"python -m pbt.status {workspace}" in out
-    assert f"python -m pbt.analyze {workspace} --out " in out
-    play = re.search(r"^  (python -m pbt\.play checkpoint=.*)$", out, re.M)
+    assert f"pbt-status {workspace}" in out
+    assert f"pbt-analyze {workspace} --out " in out
+    play = re.search(r"^  (pbt-play checkpoint=.*)$", out, re.M)
     assert play and f"checkpoint={checkpoint.group(1)} " in play.group(1)
     assert f"exploits: {len(replaces)} replace(s) in all" in out
 
     # The printed play command runs the winner (episodes cut down to keep the test short).
     play_argv = shlex.split(play.group(1).replace("episodes=100", "episodes=20"))
-    played = subprocess.run([sys.executable] + play_argv[1:], cwd=str(tmp_path), env=worker_env(),
+    played = subprocess.run([sys.executable, "-m", "pbt.play"] + play_argv[1:], cwd=str(tmp_path), env=worker_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     assert played.returncode == 0, played.stdout[-3000:]
     assert re.search(r"PLAY episodes=20 ", played.stdout)

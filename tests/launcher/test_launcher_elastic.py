@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from conftest import REPO, worker_env
-from launcher.run_description import Experiment, ParamGrid, RunDescription, added_members
+from pbt.launcher.run_description import Experiment, ParamGrid, RunDescription, added_members
 from pbt.errors import ConfigError
 
 BASE = "python -m pbt.train task=Pendulum pbt=pbt_default"
@@ -44,7 +44,7 @@ def test_add_refuses_a_fixed_size_population(tmp_path: Path) -> None:
 
 
 EXPERIMENT = '''
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 CMD = ("python -m pbt.train task=Pendulum pbt=pbt_default pbt.num_policies=auto pbt.elastic_window=2 "
        "num_envs=128 max_frames=400000 pbt.interval_steps=16384 pbt.initial_delay=0 "
        "pbt.start_after=100000000 pbt.ready_after=0 pbt.heartbeat_interval=0.5 pbt.heartbeat_timeout=5 sim_device=cpu rl_device=cpu "
@@ -55,7 +55,7 @@ RUN_DESCRIPTION = RunDescription("grow", experiments=[
 
 
 def launcher(tmp_path: Path, *extra: str) -> List[str]:
-    return [sys.executable, "-m", "launcher.run", f"--run={tmp_path / 'grow_exp.py'}", "--backend=processes",
+    return [sys.executable, "-m", "pbt.launcher.run", f"--run={tmp_path / 'grow_exp.py'}", "--backend=processes",
             "--num_gpus=0", f"--train_dir={tmp_path / 'td'}", "--progress=off", "--summary=false", *extra]
 
 

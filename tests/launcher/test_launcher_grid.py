@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import experiments
-from launcher import Experiment, ParamGrid, ParamList, RunDescription
-from launcher.backends import BACKENDS, get_backend, processes, slurm
-from launcher.backends.slurm import SlurmOptions, render_batch_script, sbatch_argv
-from launcher.run import launcher_argparser, load_run_description
+from pbt.launcher import Experiment, ParamGrid, ParamList, RunDescription
+from pbt.launcher.backends import BACKENDS, get_backend, processes, slurm
+from pbt.launcher.backends.slurm import SlurmOptions, render_batch_script, sbatch_argv
+from pbt.launcher.run import launcher_argparser, load_run_description
 from pbt.errors import ConfigError, PbtError
 from pbt.restart import build_restart_argv, format_value
 

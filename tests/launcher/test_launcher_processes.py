@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from conftest import REPO
-from launcher.backends.processes import GpuAllocator, ProcessesOptions, RunLock
+from pbt.launcher.backends.processes import GpuAllocator, ProcessesOptions, RunLock
 from pbt.errors import ConfigError
 from pbt.procfs import is_alive, process_start_time, read_stat
 
@@ -86,7 +86,7 @@ sys.exit(99)
 '''
 
 EXPERIMENT_MODULE = '''
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 RUN_DESCRIPTION = RunDescription("{run_name}", experiments=[
     Experiment("pop", "python {worker} {args}", ParamGrid([("pbt.policy_idx", range({n}))])),
 ])
@@ -115,7 +115,7 @@ class Setup:
         return env
 
     def launcher_argv(self, module: str, *options: str) -> List[str]:
-        return [sys.executable, "-m", "launcher.run", f"--run={module}", "--backend=processes",
+        return [sys.executable, "-m", "pbt.launcher.run", f"--run={module}", "--backend=processes",
                 f"--train_dir={self.train_dir}", "--restart_delay=0", *options]
 
     def run(self, module: str, *options: str, timeout: float = 60) -> "subprocess.CompletedProcess[str]":

@@ -47,7 +47,7 @@ sys.exit(0)
 '''
 
 EXPERIMENT_MODULE = '''
-from launcher import Experiment, ParamGrid, RunDescription
+from pbt.launcher import Experiment, ParamGrid, RunDescription
 RUN_DESCRIPTION = RunDescription("{run_name}", experiments=[
     Experiment("pop", "python {worker} {args}", ParamGrid([("pbt.policy_idx", range({n}))])),
 ])
@@ -96,7 +96,7 @@ class SlurmRun:
 
     def launch(self, *options: str) -> "subprocess.CompletedProcess[str]":
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(self.tmp), str(REPO)]))
-        argv = [sys.executable, "-m", "launcher.run", f"--run={self.module}", "--backend=slurm",
+        argv = [sys.executable, "-m", "pbt.launcher.run", f"--run={self.module}", "--backend=slurm",
                 f"--train_dir={self.train_dir}", "--slurm_gpus_per_job=0", *options]
         result = subprocess.run(argv, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 universal_newlines=True, timeout=120)
@@ -349,7 +349,7 @@ def test_smoke_population_trains_on_slurm_and_a_cancelled_member_resumes(slurm_c
     from pbt.storage import WorkspaceReader
 
     train_dir = tmp_path / "train"
-    result = subprocess.run([sys.executable, "-m", "launcher.run", "--run=experiments.smoke_pbt", "--backend=slurm",
+    result = subprocess.run([sys.executable, "-m", "pbt.launcher.run", "--run=experiments.smoke_pbt", "--backend=slurm",
                              f"--train_dir={train_dir}", "--slurm_gpus_per_job=0", "--slurm_cpus_per_job=1"],
                             cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                             timeout=120)

@@ -9,11 +9,11 @@ from typing import Dict, List, Optional
 import pytest
 
 from conftest import REPO
-from launcher.populations import populations
-from launcher.progress import (MemberRow, ProgressReporter, ProgressTracker, RateMeter, format_duration, plain_lines,
+from pbt.launcher.populations import populations
+from pbt.launcher.progress import (MemberRow, ProgressReporter, ProgressTracker, RateMeter, format_duration, plain_lines,
                                time_left)
-from launcher.run_description import Experiment, Member, ParamGrid, RunDescription
-from launcher.summary import find_winner, log_summaries, summary_lines
+from pbt.launcher.run_description import Experiment, Member, ParamGrid, RunDescription
+from pbt.launcher.summary import find_winner, log_summaries, summary_lines
 from pbt.storage import LineageEntry, Record
 from pbt.storage.checkpoints import sha256_hex
 from pbt.storage.liveness import Beat
@@ -176,7 +176,7 @@ def test_progress_of_a_synthetic_workspace_measures_frames_per_second(synthetic)
 
 def test_rich_table_of_the_progress(synthetic):
     pytest.importorskip("rich")
-    from launcher.progress import render_rich_text
+    from pbt.launcher.progress import render_rich_text
 
     text = render_rich_text(ProgressTracker(synthetic).view(), width=120)
     assert "frames/s" in text and "replace<-0@it2" in text and "best: member 0 (-150)" in text
@@ -245,9 +245,9 @@ def test_summary_of_the_fixture_workspace_with_a_member_that_never_started(fixtu
     assert "winner: member 0, objective -192.8" in text
     checkpoint = ws / "000" / "000004.pth"
     assert f"checkpoint: {checkpoint} (its newest record, iteration 4)" in text
-    assert f"  python -m pbt.status {ws}" in lines
-    assert f"  python -m pbt.analyze {ws} --out {ws.parent / 'analysis'}" in lines
-    assert f"  python -m pbt.play checkpoint={checkpoint} task=Pendulum num_envs=64 episodes=100" in lines
+    assert f"  pbt-status {ws}" in lines
+    assert f"  pbt-analyze {ws} --out {ws.parent / 'analysis'}" in lines
+    assert f"  pbt-play checkpoint={checkpoint} task=Pendulum num_envs=64 episodes=100" in lines
 
 
 def test_summary_counts_exploits_given_and_taken(synthetic):

@@ -1,7 +1,7 @@
 """The launcher's view of a population whose workspace is an ``s3://`` URL: it stays the URL (a
 path would be made absolute and fold its ``//``). No torch, no server."""
-from launcher.populations import populations
-from launcher.run_description import Member
+from pbt.launcher.populations import populations
+from pbt.launcher.run_description import Member
 
 
 def member(index: int, workspace_arg: str) -> Member:

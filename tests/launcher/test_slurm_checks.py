@@ -3,9 +3,9 @@ from typing import List, Sequence
 
 import pytest
 
-from launcher.backends import slurm_checks
-from launcher.backends.slurm import SlurmOptions
-from launcher.backends.slurm_checks import (Request, SlurmError, check_request, effective_overrides, format_time_limit,
+from pbt.launcher.backends import slurm_checks
+from pbt.launcher.backends.slurm import SlurmOptions
+from pbt.launcher.backends.slurm_checks import (Request, SlurmError, check_request, effective_overrides, format_time_limit,
                                             never_clears, parse_gres_gpus, parse_sinfo, parse_squeue, parse_time_limit,
                                             watch_new_jobs)
 from pbt.errors import ConfigError, PbtError
@@ -245,7 +245,7 @@ def test_sinfo_failure_is_a_slurm_error(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_without_sinfo_the_launcher_says_it_did_not_check(monkeypatch: pytest.MonkeyPatch, tmp_path,
                                                           caplog: pytest.LogCaptureFixture) -> None:
-    from launcher.backends import slurm
+    from pbt.launcher.backends import slurm
 
     monkeypatch.setattr(slurm.shutil, "which", lambda name: None)
     options = SlurmOptions(gpus_per_job=0, cpus_per_job=3, print_only=True, workdir=str(tmp_path))
@@ -256,7 +256,7 @@ def test_without_sinfo_the_launcher_says_it_did_not_check(monkeypatch: pytest.Mo
 
 def test_print_only_with_an_unreachable_cluster_warns(monkeypatch: pytest.MonkeyPatch, tmp_path,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    from launcher.backends import slurm
+    from pbt.launcher.backends import slurm
 
     def unreachable() -> None:
         raise SlurmError("sinfo did not answer within 15 s")
@@ -271,7 +271,7 @@ def test_print_only_with_an_unreachable_cluster_warns(monkeypatch: pytest.Monkey
 
 
 def test_check_uses_the_partition_sinfo_reports(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    from launcher.backends import slurm
+    from pbt.launcher.backends import slurm
 
     monkeypatch.setattr(slurm.shutil, "which", lambda name: "/usr/bin/" + name)
     monkeypatch.setattr(slurm_checks, "query_partitions", partitions)

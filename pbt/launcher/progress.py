@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from launcher.populations import Population, populations
-from launcher.run_description import Member
+from pbt.launcher.populations import Population, populations
+from pbt.launcher.run_description import Member
 from pbt.storage import LineageEntry
 from pbt.tools.display import display_value, format_frames
 from pbt.tools.snapshot import FINAL_STATES, MemberView, Snapshot, read_snapshot

@@ -11,7 +11,7 @@ and one entry in ``launcher.backends.BACKENDS``.
 import argparse
 from typing import Any, List, Protocol
 
-from launcher.run_description import Member
+from pbt.launcher.run_description import Member
 
 
 class Backend(Protocol):

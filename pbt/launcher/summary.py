@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from launcher.populations import Population, populations
-from launcher.run_description import Member
+from pbt.launcher.populations import Population, populations
+from pbt.launcher.run_description import Member
 from pbt.errors import PbtError
 from pbt.keys import short_keys
 from pbt.storage import WorkspaceReader
@@ -132,8 +132,8 @@ def summary_lines(population: Population) -> List[str]:
         lines.append(f"checkpoint: {where}")
     ws = shlex.quote(workspace)
     lines.append("next:")
-    lines.append(f"  python -m pbt.status {ws}")
-    lines.append(f"  python -m pbt.analyze {ws} --out {shlex.quote(os.path.join(population.experiment_dir, 'analysis'))}")
+    lines.append(f"  pbt-status {ws}")
+    lines.append(f"  pbt-analyze {ws} --out {shlex.quote(os.path.join(population.experiment_dir, 'analysis'))}")
     if winner is not None and winner.checkpoint is not None:
         keys = list(snapshot.member(winner.policy_idx).params) if snapshot.member(winner.policy_idx) else []
         lines.append("  " + population.play_command(str(winner.checkpoint), winner.policy_idx, PLAY_EPISODES, keys))
@@ -145,7 +145,7 @@ def log_summaries(members: Sequence[Member]) -> None:
         try:
             lines = summary_lines(population)
         except Exception as exc:  # noqa: BLE001 - a summary must never turn a finished run into a failure
-            log.warning("could not summarize %s: %r; look with python -m pbt.status %s",
+            log.warning("could not summarize %s: %r; look with pbt-status %s",
                         population.experiment, exc, population.workspace)
             continue
         log.info("%s", "\n".join(lines))

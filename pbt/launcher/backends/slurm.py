@@ -28,10 +28,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from launcher.backends import slurm_checks
-from launcher.backends.base import str2bool
-from launcher.backends.slurm_checks import SlurmError
-from launcher.run_description import Member
+from pbt.launcher.backends import slurm_checks
+from pbt.launcher.backends.base import str2bool
+from pbt.launcher.backends.slurm_checks import SlurmError
+from pbt.launcher.run_description import Member
 from pbt.errors import ConfigError
 from pbt.storage.local import atomic_write_bytes
 

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
-from launcher.run_description import POLICY_IDX_KEY, WORKSPACE_KEY, Member
+from pbt.launcher.run_description import POLICY_IDX_KEY, WORKSPACE_KEY, Member
 from pbt.restart import split_override_key
 from pbt.storage.s3_client import is_s3_url
 
@@ -59,7 +59,7 @@ class Population:
 
     def play_command(self, checkpoint: str, policy_idx: int, episodes: int = 100,
                      training_keys: Sequence[str] = ()) -> str:
-        """``python -m pbt.play checkpoint=... <the member's task and network overrides> episodes=K``.
+        """``pbt-play checkpoint=... <the member's task and network overrides> episodes=K``.
 
         ``training_keys``: keys PBT tunes (a record's params), which say nothing about the policy."""
         member = self.members.get(policy_idx) or next(iter(self.members.values()))
@@ -72,7 +72,7 @@ class Population:
                     or key in training_keys:
                 continue
             kept.append(token)
-        words = ["python", "-m", "pbt.play", f"checkpoint={checkpoint}"] + kept + [f"episodes={episodes}"]
+        words = ["pbt-play", f"checkpoint={checkpoint}"] + kept + [f"episodes={episodes}"]
         return " ".join(shlex.quote(w) for w in words)
 
 
