@@ -97,9 +97,6 @@ class PbtConfig:
     ``pbt/selection=<name>``): "threshold" (Isaac Lab: mean +/- k*std cuts), "dexpbt" (IsaacGymEnvs:
     worst/best groups, hysteresis, std thresholds), "truncation" (bottom quantile copies the top)
     or "tournament" (AgileRL: random tournaments with elitism)."""
-    restarted: bool = False
-    """Set on the argv of a re-executed worker; a fresh member mutates its hyperparameters once only
-    when this is False."""
     seed: Optional[int] = None
     """Seed of PBT's own random generator; None: derived from the run seed and policy_idx."""
     restart_mode: str = "inplace"
@@ -167,6 +164,7 @@ class PbtConfig:
                     f"Unknown PBT config key 'pbt.{name}'.{did_you_mean(name, names)} "
                     f"Valid keys: {', '.join(names)}."
                 )
+        check_placement(flat)
         root = {spec.name: parse_field(spec, flat[spec.name]) for spec in _root_fields() if spec.name in flat}
         return cls(
             **root,
@@ -177,15 +175,12 @@ class PbtConfig:
         )
 
     def to_dict(self) -> Dict[str, Any]:
-        """The flat ``pbt`` mapping (plain data, YAML-safe): what :meth:`from_mapping` reads back."""
+        """The flat ``pbt`` mapping (plain data, YAML-safe): what :meth:`from_mapping` reads back
+        (the selected strategy's keys only, as a composed config has them)."""
         flat = {spec.name: getattr(self, spec.name) for spec in _root_fields()}
-        for section in self._sections():
+        for section in (self.gates, self.strategies[self.selection], self.explore, self.liveness):
             flat.update(section.to_flat())
         return flat
-
-    def _sections(self) -> List[Section]:
-        strategies = [self.strategies[name] for name in STRATEGIES]
-        return [self.gates, *strategies, self.explore, self.liveness]
 
     # -- validation ----------------------------------------------------------------------------
 
@@ -243,3 +238,76 @@ def key_sections() -> Dict[str, str]:
 def flat_keys() -> List[str]:
     """All valid keys of the ``pbt`` group: the root keys, then each section's."""
     return list(key_sections())
+
+
+# -- where each key belongs ----------------------------------------------------------------------
+
+STRATEGY_ONLY_GATES: Dict[str, str] = {"dbg_mode": "dexpbt"}
+"""Gate keys that only one strategy honours: key -> that strategy."""
+
+
+def strategy_of(key: str) -> Optional[str]:
+    """The selection strategy whose setting ``key`` is (None: a key every strategy uses)."""
+    for name, strategy in STRATEGIES.items():
+        if key in strategy.config_class.keys():
+            return name
+    return None
+
+
+def misplaced_key_error(key: str, value: Any, selection: str) -> Optional[ConfigError]:
+    """ConfigError for ``pbt.<key>`` given while ``selection`` is the strategy, when only another
+    strategy reads it (it would be ignored without a word); None when the key is in effect."""
+    owner = strategy_of(key)
+    if owner is None and key in STRATEGY_ONLY_GATES and value not in (None, False):
+        owner = STRATEGY_ONLY_GATES[key]
+    if owner is None or owner == selection:
+        return None
+    return ConfigError(
+        f"pbt.{key} is a setting of pbt/selection={owner}; the selection is {selection}: add "
+        f"pbt/selection={owner} or remove the key."
+    )
+
+
+def check_placement(flat: Mapping[str, Any]) -> None:
+    """Refuse keys that the selected strategy would ignore (see :func:`misplaced_key_error`)."""
+    selection = flat.get("selection", PbtConfig.selection)
+    if not isinstance(selection, str) or selection not in STRATEGIES:
+        return  # PbtConfig's own check names the unknown strategy
+    for key, value in flat.items():
+        error = misplaced_key_error(key, value, selection)
+        if error is not None:
+            raise error
+
+
+# -- the Hydra config nodes, generated from the sections -----------------------------------------
+
+GROUP_KEYS = ("selection", "mutation", "network_mutation", "search_space")
+"""Keys set by a config group file (pbt/selection, pbt/mutation, pbt/search_space), not by the
+generated key node."""
+
+
+def _field_default(spec: "Field[Any]") -> Any:
+    default = spec.default_factory() if callable(spec.default_factory) else spec.default  # type: ignore[misc]
+    return list(default) if isinstance(default, tuple) else default
+
+
+def key_defaults(cls: Type[Any]) -> Dict[str, Any]:
+    """``cls``'s fields and their declared defaults (before ``__post_init__`` derives any), YAML-safe."""
+    return {spec.name: _field_default(spec) for spec in fields(cls)}
+
+
+def hydra_nodes() -> Dict[str, Dict[str, Any]]:
+    """The ``pbt`` group's generated config nodes, the one source of every key's default:
+    ``"keys"`` (the root keys and the sections every strategy uses) and ``"selection/<name>"`` (one
+    per strategy: ``selection: <name>`` and its settings). ``pbt.resolvers.register_configs`` stores
+    them in Hydra's ConfigStore; ``configs/pbt/pbt_default.yaml`` composes them."""
+    keys: Dict[str, Any] = {}
+    for cls in (PbtConfig, SelectionGates, ExploreConfig, LivenessConfig):
+        keys.update({k: v for k, v in key_defaults(cls).items() if k not in _SECTION_FIELDS})
+    for name in GROUP_KEYS:
+        keys.pop(name, None)
+    keys["search_space"] = {}
+    nodes = {"keys": keys}
+    for name, strategy in STRATEGIES.items():
+        nodes[f"selection/{name}"] = {"selection": name, **key_defaults(strategy.config_class)}
+    return nodes

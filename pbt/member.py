@@ -22,7 +22,7 @@ from pbt.mutation.scheme import warn_zero_valued
 from pbt.mutation.space import resolve_space
 from pbt.mutation.network import (NetworkTracker, explore_settings, network_overrides, network_value,
                                   plan_network, resume_network)
-from pbt.restart import build_restart_argv
+from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
 from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.lineage import STARTUP
@@ -132,7 +132,7 @@ class PbtMember:
                                        self.pbt.liveness.heartbeat_interval, self.pbt.liveness.heartbeat_timeout)
         self.liveness.acquire()
         try:
-            if not self.pbt.restarted and not self.cfg.get("checkpoint"):
+            if not is_restarted() and not self.cfg.get("checkpoint"):
                 self._resume_or_start()
             self.liveness.start()
         except BaseException:
@@ -184,7 +184,7 @@ class PbtMember:
                      "recorded hyperparameters", idx)
             return
         before = dict(self.params)
-        self.params = initial_mutation(self.params, self.pbt, self.rng)
+        self.params = initial_mutation(self.params, self.pbt, self.rng, restarted=is_restarted())
         sampled = bool(self.pbt.explore.search_space) and self.params != before
         self.append_lineage(MUTATE, None, "initial sample of the search space" if sampled else
                             "initial mutation of a fresh member", before, self.params,

@@ -25,8 +25,31 @@ def resolve_default(default: Any, arg: Any) -> Any:
     return default if arg in ("", None) else arg
 
 
+KEYS_NODE = "pbt_keys"
+"""Name of the generated node with every ``pbt.*`` key every strategy uses (``/pbt_keys`` in
+``configs/pbt/pbt_default.yaml``'s defaults list)."""
+
+
+def register_configs() -> None:
+    """Store the ``pbt`` group's generated nodes (:func:`pbt.config.hydra_nodes`, defaults taken
+    from the section dataclasses) in Hydra's ConfigStore: ``pbt_keys`` and ``pbt/selection/<name>``."""
+    from hydra.core.config_store import ConfigStore
+
+    from pbt.config import hydra_nodes
+
+    store = ConfigStore.instance()
+    for name, node in hydra_nodes().items():
+        group, _, option = name.rpartition("/")
+        if group:
+            store.store(group=f"pbt/{group}", name=option, node=node, package="pbt")
+        else:
+            store.store(name=KEYS_NODE, node=node, package="pbt")
+
+
 def register_resolvers() -> None:
-    """Register the project's resolvers with OmegaConf (safe to call more than once)."""
+    """Register the project's resolvers with OmegaConf and its generated config nodes with Hydra
+    (safe to call more than once): what every entry point does before Hydra composes."""
+    register_configs()
     if not OmegaConf.has_resolver("resolve_default"):
         OmegaConf.register_new_resolver("resolve_default", resolve_default)
     if not OmegaConf.has_resolver("eq"):

@@ -24,7 +24,10 @@ logger = logging.getLogger(__name__)
 PathLike = Union[str, "os.PathLike[str]"]
 
 CHECKPOINT_KEY = "checkpoint"
-RESTARTED_KEY = "pbt.restarted"
+LEGACY_RESTARTED_KEY = "pbt.restarted"
+"""Where older versions marked a re-executed worker on its argv; dropped from argv on a restart."""
+RESTARTED_ENV = "PBT_RESTARTED"
+"""Set to "1" in the environment of a re-executed worker (internal state, not a config key)."""
 RUN_DIR_KEY = "hydra.run.dir"
 DEFAULT_MODULE = "pbt.train"
 
@@ -168,9 +171,9 @@ def build_restart_argv(
     """The worker's Hydra overrides (``sys.argv[1:]``) rewritten for a restart.
 
     Drops every override of a key in ``overrides`` (matching the key before the first '=',
-    ignoring a leading '+', '++' or '~'), and any ``checkpoint=`` and ``pbt.restarted=``; then
-    appends ``checkpoint=<absolute path>``, ``pbt.restarted=true`` and the new overrides, in that
-    order. With ``run_dir``, ``hydra.run.dir=`` overrides are replaced by ``hydra.run.dir=<run_dir>``
+    ignoring a leading '+', '++' or '~'), and any ``checkpoint=`` (and an older version's
+    ``pbt.restarted=``); then appends ``checkpoint=<absolute path>`` and the new overrides, in that
+    order (that the worker was re-executed is said by :data:`RESTARTED_ENV`, not by argv). With ``run_dir``, ``hydra.run.dir=`` overrides are replaced by ``hydra.run.dir=<run_dir>``
     so the restarted process logs to the same directory; without it an existing one is kept.
     With ``checkpoint=None`` (e.g. the initial mutation of a fresh member) existing ``checkpoint=``
     overrides are kept and none is added. A key that was added with '+' or '++' is re-added with
@@ -183,12 +186,12 @@ def build_restart_argv(
         _, bare = _check_key(key)
         if bare in dropped:
             raise ConfigError(f"override key {bare!r} is given twice (with different prefixes); give it once")
-        if bare in (CHECKPOINT_KEY, RESTARTED_KEY, RUN_DIR_KEY):
+        if bare in (CHECKPOINT_KEY, LEGACY_RESTARTED_KEY, RUN_DIR_KEY):
             raise ConfigError(
                 f"{bare!r} is set by build_restart_argv itself; pass it as the checkpoint/run_dir argument"
             )
         dropped.add(bare)
-    dropped.add(RESTARTED_KEY)
+    dropped.add(LEGACY_RESTARTED_KEY)
     if checkpoint is not None:
         dropped.add(CHECKPOINT_KEY)
     if run_dir is not None:
@@ -218,7 +221,6 @@ def build_restart_argv(
 
     if checkpoint is not None:
         kept.append(emit(CHECKPOINT_KEY, os.path.abspath(os.fspath(checkpoint))))
-    kept.append(emit(RESTARTED_KEY, True))
     if run_dir is not None:
         kept.append(emit(RUN_DIR_KEY, os.path.abspath(os.fspath(run_dir))))
     for key, value in overrides.items():
@@ -229,6 +231,12 @@ def build_restart_argv(
 # --------------------------------------------------------------------------------------------
 # Exec
 # --------------------------------------------------------------------------------------------
+
+
+def is_restarted() -> bool:
+    """True in a worker that :func:`exec_restart` re-executed (it keeps its state: no initial
+    mutation, no resume from the workspace)."""
+    return os.environ.get(RESTARTED_ENV) == "1"
 
 
 def _flush_logging() -> None:
@@ -271,7 +279,7 @@ def exec_restart(
 
     Runs ``before_exec`` callbacks first (e.g. flush and close TensorBoard writers; a failing
     callback is logged and the restart goes on), flushes logging handlers and stdio, then calls
-    ``os.execv``. The environment is passed on unchanged. Raises RestartError when argv is too long
+    ``os.execv``. The environment is passed on with :data:`RESTARTED_ENV` set. Raises RestartError when argv is too long
     or exec fails; it never returns otherwise.
     """
     executable = sys.executable
@@ -289,6 +297,7 @@ def exec_restart(
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()
+    os.environ[RESTARTED_ENV] = "1"
     try:
         os.execv(executable, command)
     except OSError as exc:

@@ -1,15 +1,13 @@
 """``python -m pbt.train key=value ...``: train one worker (one PBT member when ``pbt`` is on)."""
 import logging
 import sys
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from pbt.errors import PbtError
-from pbt.groups import check_group_choices
-from pbt.resolvers import CONFIG_DIR, register_resolvers
-from pbt.tasks.registry import rewrite_task_overrides
+from pbt.overrides import prepare
+from pbt.resolvers import CONFIG_DIR
 
 log = logging.getLogger("pbt.train")
 
@@ -18,15 +16,17 @@ log = logging.getLogger("pbt.train")
 def _hydra_main(cfg: DictConfig) -> None:
     from pbt.rl_games.runner import run
 
-    run(cfg)
+    try:
+        run(cfg)
+    except PbtError as exc:  # a refusal says what to fix; its traceback would bury that
+        log.error("%s: %s", type(exc).__name__, exc)
+        sys.exit(2)
 
 
 def main() -> None:
-    """Entry point: rewrite ``task=`` forms Hydra cannot compose, then hand over to Hydra."""
-    register_resolvers()
+    """Entry point: check and rewrite the overrides (:func:`pbt.overrides.prepare`), then hand over to Hydra."""
     try:
-        sys.argv = [sys.argv[0], *rewrite_task_overrides(sys.argv[1:])]
-        check_group_choices(sys.argv[1:], Path(CONFIG_DIR))
+        sys.argv = [sys.argv[0], *prepare(sys.argv[1:])]
     except PbtError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         sys.exit(2)

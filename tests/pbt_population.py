@@ -47,13 +47,15 @@ class Population:
 
 
 def _pbt_keys() -> set:
-    return set(yaml.safe_load((REPO / "configs" / "pbt" / "pbt_default.yaml").read_text()))
+    from pbt.config import flat_keys
+
+    return set(flat_keys())
 
 
 def member_cmd(idx: int, ws: Path, runs: Path) -> List[str]:
     cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", f"pbt.policy_idx={idx}",
            f"pbt.num_policies={N}", f"pbt.workspace={ws}", f"pbt.interval_steps={INTERVAL}", "pbt.start_after=0",
-           "pbt.initial_delay=0", "pbt.replace_fraction_worst=0.5", f"max_frames={MAX_FRAMES}", f"num_envs={NUM_ENVS}", "sim_device=cpu",
+           "pbt.initial_delay=0", f"max_frames={MAX_FRAMES}", f"num_envs={NUM_ENVS}", "sim_device=cpu",
            "rl_device=cpu", "torch_threads=1", f"experiment={EXPERIMENT}", f"train_dir={runs}"]
     if "ready_after" in _pbt_keys():
         cmd.append("pbt.ready_after=0")

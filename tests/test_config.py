@@ -3,14 +3,14 @@ YAML group files."""
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pbt.config import LivenessConfig, PbtConfig, flat_keys, key_sections, section_classes
+from pbt.config import LivenessConfig, PbtConfig, flat_keys, hydra_nodes, key_sections, section_classes, strategy_of
 from pbt.errors import ConfigError
 from pbt.keys import flatten, get_by_key, has_key, set_by_key
 from pbt.mutation import DEFAULT_MUTATION, ExploreConfig
@@ -29,7 +29,7 @@ def test_defaults_are_dexpbt_upstream_with_the_threshold_strategy() -> None:
     assert (dex.replace_fraction_worst, dex.replace_fraction_best) == (0.125, 0.3)
     assert (dex.replace_threshold_frac_std, dex.replace_threshold_frac_absolute) == (0.5, 0.05)
     assert (cfg.explore.mutation_rate, cfg.explore.change_min, cfg.explore.change_max) == (0.15, 1.1, 1.5)
-    assert cfg.gates.dbg_mode is False and cfg.restarted is False and cfg.seed is None
+    assert cfg.gates.dbg_mode is False and cfg.seed is None
     assert (cfg.objective, cfg.selection) == ("true_objective", "threshold")  # BENCHMARKS.md: selection ablation
     assert cfg.gates.equal_experience is True and not cfg.explore.search_space
     assert (thr.threshold_std, thr.threshold_abs) == (0.1, 0.025)
@@ -106,12 +106,12 @@ def test_wrong_type_raises(key: str, value: Any) -> None:
 )
 def test_out_of_range_raises(key: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=f"pbt.{key}=.* is out of range"):
-        PbtConfig.from_mapping({key: value})
+        PbtConfig.from_mapping({key: value, "selection": strategy_of(key) or "threshold"})
 
 
 def test_fraction_of_one_and_rate_bounds_are_allowed() -> None:
     cfg = PbtConfig.from_mapping({"replace_fraction_best": 1.0, "mutation_rate": 0.0, "change_min": 1.0,
-                                  "change_max": 1.0})
+                                  "change_max": 1.0, "selection": "dexpbt"})
     assert cfg.strategies["dexpbt"].replace_fraction_best == 1.0 and cfg.explore.mutation_rate == 0.0
 
 
@@ -172,7 +172,7 @@ FLAT_KEYS = [
     "replace_threshold_frac_absolute", "mutation_rate", "change_min", "change_max", "dbg_mode", "objective",
     "selection", "threshold_std", "threshold_abs", "threshold_abs_relative", "ready_after", "significance",
     "min_mutations", "discount_change_min", "discount_change_max", "bounds", "mutation", "initial_mutation",
-    "restarted", "seed", "restart_mode", "heartbeat_interval", "heartbeat_timeout", "on_write_error",
+    "seed", "restart_mode", "heartbeat_interval", "heartbeat_timeout", "on_write_error",
     "overwrite", "resume", "network_mutation", "equal_experience", "search_space", "quantile",
     "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop", "elastic_window", "join",
 ]
@@ -189,14 +189,15 @@ def test_flat_keys_are_unchanged_and_each_in_one_section() -> None:
     assert owner["equal_experience"] == "gates" and owner["search_space"] == "explore"
     assert owner["mutation"] == "explore" and owner["initial_mutation"] == "explore"
     assert owner["heartbeat_timeout"] == "liveness"
-    assert sorted(PbtConfig().to_dict()) == sorted(FLAT_KEYS)
+    others = {k for name, s in STRATEGIES.items() if name != "threshold" for k in s.config_class.keys()}
+    assert sorted(PbtConfig().to_dict()) == sorted(set(FLAT_KEYS) - others)  # the selected strategy's keys
 
 
 def test_from_mapping_routes_each_key_to_its_section() -> None:
-    cfg = PbtConfig.from_mapping({"threshold_std": 0.3, "replace_fraction_best": 0.5, "ready_after": 7,
+    cfg = PbtConfig.from_mapping({"threshold_std": 0.3, "ready_after": 7,
                                   "mutation_rate": 0.4, "heartbeat_timeout": 90, "selection": "threshold"})
     assert cfg.strategies["threshold"].threshold_std == 0.3
-    assert cfg.strategies["dexpbt"].replace_fraction_best == 0.5  # accepted although not selected
+    assert cfg.strategies["dexpbt"] == DexPbtConfig()  # not selected: at its defaults
     assert cfg.gates.ready_after == 7 and cfg.explore.mutation_rate == 0.4
     assert cfg.liveness.heartbeat_timeout == 90.0 and isinstance(cfg.liveness.heartbeat_timeout, float)
     assert cfg.selection == "threshold"
@@ -282,9 +283,13 @@ flat_values = st.fixed_dictionaries({}, optional={
 @settings(max_examples=60, deadline=None)
 @given(flat_values)
 def test_flat_mapping_round_trips_unchanged(values: Dict[str, Any]) -> None:
+    selection = values.get("selection", "threshold")  # keep only keys the selection reads
+    values = {k: v for k, v in values.items() if strategy_of(k) in (None, selection)}
+    if selection != "dexpbt":
+        values.pop("dbg_mode", None)
     cfg = PbtConfig.from_mapping(values)
     flat = cfg.to_dict()
-    expected = dict(PbtConfig().to_dict(), **values)
+    expected = dict(PbtConfig(selection=selection).to_dict(), **values)
     if values.get("ready_after") is None:  # derived: null or absent means "same as start_after"
         expected["ready_after"] = expected["start_after"]
     assert flat == expected
@@ -345,32 +350,50 @@ def _load(name: str) -> Dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("name, enabled", [("pbt_default.yaml", True), ("no_pbt.yaml", False)])
-def test_group_files_carry_every_key_with_defaults(name: str, enabled: bool) -> None:
-    data = _load(name)
-    defaults = data.pop("defaults")
-    assert defaults[0] == {"mutation": "default"} and defaults[-1] == "_self_"
-    # every strategy's keys are loaded (config entries), then the chosen strategy (a group choice)
-    assert [d for d in defaults if isinstance(d, str) and d.startswith("selection/")] == \
-        [f"selection/{s}" for s in STRATEGIES]
-    assert {"selection": "threshold"} in defaults and {"search_space": None} in defaults
-    assert "selection" not in data  # set by the chosen strategy's file, which _self_ must not override
-    for strategy in list(STRATEGIES) + ["threshold"]:
-        data.update(_load(f"selection/{strategy}.yaml"))
-    # mutation and network_mutation come from the pbt/mutation group file (agilerl.yaml sets both)
-    assert sorted(data) == sorted(n for n in flat_keys() if n not in ("mutation", "network_mutation"))
-    cfg = PbtConfig.from_mapping(dict(data, mutation=_load("mutation/default.yaml")))
-    assert cfg == PbtConfig(enabled=enabled)
+def _composed(config_dir: Path, overrides: List[str]) -> Dict[str, Any]:
+    pytest.importorskip("hydra")
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from pbt.resolvers import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        cfg = compose(config_name="config", overrides=overrides)
+    return OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-def test_each_strategy_has_one_config_file_with_its_keys(strategy: str) -> None:
-    path = CONFIGS / "pbt" / "selection" / f"{strategy}.yaml"
-    assert path.read_text().splitlines()[0] == "# @package pbt"
-    data = _load(f"selection/{strategy}.yaml")
-    assert data.pop("selection") == strategy  # choosing the file (pbt/selection=<name>) selects the strategy
-    assert sorted(data) == sorted(STRATEGIES[strategy].config_class.keys())
-    assert STRATEGIES[strategy].config_class.from_flat(data) == PbtConfig().strategies[strategy]
+def test_the_generated_nodes_hold_every_key_at_its_dataclass_default() -> None:
+    nodes = hydra_nodes()
+    keys = nodes["keys"]
+    group_keys = {"selection", "mutation", "network_mutation"}  # set by group files
+    assert sorted(keys) == sorted(k for k in flat_keys() if k not in group_keys and strategy_of(k) is None)
+    assert keys["ready_after"] is None  # declared default: follows start_after (derived, not copied)
+    for name, strategy in STRATEGIES.items():
+        node = dict(nodes[f"selection/{name}"])
+        assert node.pop("selection") == name
+        assert sorted(node) == sorted(strategy.config_class.keys())
+        assert strategy.config_class.from_flat(node) == strategy.config_class()
+    flat = dict(keys, mutation=DEFAULT_MUTATION, **nodes["selection/threshold"])
+    assert PbtConfig.from_mapping(flat) == PbtConfig()
+
+
+def test_the_group_files_hold_no_defaults_of_their_own() -> None:
+    """pbt_default.yaml chooses the nodes and switches PBT on; no_pbt.yaml is pbt_default switched off."""
+    default = _load("pbt_default.yaml")
+    assert default.pop("defaults") == ["/pbt_keys", {"mutation": "default"}, {"selection": "threshold"},
+                                       {"search_space": None}, "_self_"]
+    assert default == {"enabled": True}
+    no_pbt = _load("no_pbt.yaml")
+    assert no_pbt == {"defaults": ["pbt_default", "_self_"], "enabled": False}
+    assert not (CONFIGS / "pbt" / "selection").exists()  # each strategy's node is generated
+
+
+@pytest.mark.parametrize("name, enabled", [("pbt_default", True), ("no_pbt", False)])
+def test_the_composed_group_is_the_dataclass_default(name: str, enabled: bool) -> None:
+    mapping = _composed(CONFIGS, [f"pbt={name}"])
+    assert PbtConfig.from_mapping(mapping) == PbtConfig(enabled=enabled)
+    assert mapping["ready_after"] is None
 
 
 def test_default_mutation_scheme_file() -> None:
@@ -380,27 +403,17 @@ def test_default_mutation_scheme_file() -> None:
 
 
 def test_hydra_composition(tmp_path: Path) -> None:
-    pytest.importorskip("hydra")
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
     shutil.copytree(CONFIGS / "pbt", tmp_path / "pbt")
     (tmp_path / "config.yaml").write_text("defaults:\n  - pbt: pbt_default\n  - _self_\n")
     (tmp_path / "pbt" / "mutation" / "tiny.yaml").write_text(
         "# @package pbt.mutation\ntrain.params.config.gamma: mutate_discount\n"
     )
-    with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
-        default = compose(config_name="config", overrides=["pbt.policy_idx=3", "pbt.interval_steps=1e6"])
-        threshold = compose(config_name="config", overrides=["pbt.selection=threshold", "pbt.threshold_std=0.5",
-                                                             "pbt.replace_fraction_best=0.5"])
-        tiny = compose(config_name="config", overrides=["pbt/mutation=tiny", "pbt=no_pbt"])
-    cfg = PbtConfig.from_mapping(OmegaConf.to_container(default.pbt, resolve=True))  # type: ignore[arg-type]
+    cfg = PbtConfig.from_mapping(_composed(tmp_path, ["pbt.policy_idx=3", "pbt.interval_steps=1e6"]))
     assert cfg == PbtConfig(enabled=True, policy_idx=3, interval_steps=1_000_000)
     assert cfg.to_dict() == dict(PbtConfig(enabled=True).to_dict(), policy_idx=3, interval_steps=1_000_000)
-    cfg = PbtConfig.from_mapping(OmegaConf.to_container(threshold.pbt, resolve=True))  # type: ignore[arg-type]
-    assert cfg.selection == "threshold" and cfg.strategies["threshold"].threshold_std == 0.5
-    assert cfg.strategies["dexpbt"].replace_fraction_best == 0.5
-    cfg = PbtConfig.from_mapping(OmegaConf.to_container(tiny.pbt, resolve=True))  # type: ignore[arg-type]
+    cfg = PbtConfig.from_mapping(_composed(tmp_path, ["pbt/selection=dexpbt", "pbt.replace_fraction_best=0.5"]))
+    assert cfg.selection == "dexpbt" and cfg.strategies["dexpbt"].replace_fraction_best == 0.5
+    cfg = PbtConfig.from_mapping(_composed(tmp_path, ["pbt/mutation=tiny", "pbt=no_pbt"]))
     assert cfg.enabled is False
     assert cfg.explore.mutation == {"train.params.config.gamma": "mutate_discount"}
 
@@ -412,8 +425,9 @@ def test_default_scheme_matches_the_shipped_train_config() -> None:
 
     from pbt.mutation import current_params
 
-    if not (CONFIGS / "config.yaml").exists():
-        pytest.skip("no root config.yaml")
+    from pbt.resolvers import register_resolvers
+
+    register_resolvers()
     with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
         cfg = compose(config_name="config", overrides=["pbt=pbt_default"])
     pbt_cfg = PbtConfig.from_mapping(OmegaConf.to_container(cfg.pbt, resolve=True))  # type: ignore[arg-type]
@@ -439,10 +453,8 @@ def test_ready_after_follows_start_after_unless_set(given: Dict[str, Any], start
 
 
 def test_shipped_pbt_configs_leave_ready_after_to_start_after() -> None:
-    for name in ("pbt_default", "no_pbt"):
-        flat = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "pbt" / f"{name}.yaml").read_text())
-        assert flat["ready_after"] is None, name
-        flat.pop("defaults")
-        gates = PbtConfig.from_mapping(flat).gates
-        assert gates.ready_after == gates.start_after == flat["start_after"]
-        assert PbtConfig.from_mapping(dict(flat, start_after=0, initial_delay=0)).gates.ready_after == 0
+    flat = dict(hydra_nodes()["keys"])
+    assert flat["ready_after"] is None
+    gates = PbtConfig.from_mapping(flat).gates
+    assert gates.ready_after == gates.start_after == flat["start_after"]
+    assert PbtConfig.from_mapping(dict(flat, start_after=0, initial_delay=0)).gates.ready_after == 0

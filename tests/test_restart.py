@@ -129,13 +129,13 @@ def test_hydra_parses_back_exactly(value: Any) -> None:
 
 def test_hydra_compose_applies_restart_argv(tmp_path: Path) -> None:
     hydra = pytest.importorskip("hydra")
-    (tmp_path / "config.yaml").write_text("a: 1\nname: x\ncheckpoint: ''\npbt:\n  restarted: false\n")
+    (tmp_path / "config.yaml").write_text("a: 1\nname: x\ncheckpoint: ''\n")
     values = {"a": 0.30000000000000004, "name": "x ${y} '\\ =,[]", "+extra": "q=r"}
     argv = build_restart_argv(["a=5", "name=old"], values, str(tmp_path / "my ck=1.pth"))
     with hydra.initialize_config_dir(config_dir=str(tmp_path), version_base=None):
         cfg = hydra.compose("config", overrides=argv)
     assert cfg.a == values["a"] and cfg.name == values["name"] and cfg.extra == "q=r"
-    assert cfg.checkpoint == str(tmp_path / "my ck=1.pth") and cfg.pbt.restarted is True
+    assert cfg.checkpoint == str(tmp_path / "my ck=1.pth") and "pbt" not in cfg  # no internal state in the config
 
 
 # ---- build_restart_argv ------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_build_restart_argv_replaces_and_keeps() -> None:
         "+train.params.config.tau=0.95",
         "~train.params.config.e_clip",
         "checkpoint=/old.pth",
-        "pbt.restarted=false",
+        "pbt.restarted=false",  # an older version's marker: dropped
         "hydra.run.dir=outputs/x",
         "pbt.policy_idx=3",
     ]
@@ -173,7 +173,6 @@ def test_build_restart_argv_replaces_and_keeps() -> None:
         "hydra.run.dir=outputs/x",  # kept: no run_dir given
         "pbt.policy_idx=3",
         "checkpoint='/runs/ck 1.pth'",
-        "pbt.restarted=true",
         "train.params.config.gamma=0.9",
         "++train.params.config.tau=0.5",  # was added with '+': re-added with '++'
         "train.params.config.e_clip=0.2",
@@ -190,7 +189,7 @@ def test_build_restart_argv_rejects_ambiguous_overrides() -> None:
 def test_build_restart_argv_run_dir_and_no_checkpoint(tmp_path: Path) -> None:
     argv = ["checkpoint=/pretrained.pth", "hydra.run.dir=outputs/${now:%H-%M-%S}", "lr=1"]
     out = build_restart_argv(argv, {"lr": 2}, None, run_dir=str(tmp_path / "run"))
-    assert out == ["checkpoint=/pretrained.pth", "pbt.restarted=true", f"hydra.run.dir={tmp_path / 'run'}", "lr=2"]
+    assert out == ["checkpoint=/pretrained.pth", f"hydra.run.dir={tmp_path / 'run'}", "lr=2"]
 
 
 def test_build_restart_argv_makes_checkpoint_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -211,12 +210,11 @@ def test_argv_does_not_grow_over_500_restarts() -> None:
         }
         argv = build_restart_argv(argv, values, f"/ckpt/dir with space/restart_{i}.pth")
         lengths.add(len(argv))
-    assert lengths == {8}
+    assert lengths == {7}
     assert argv == [
         "task=pendulum",
         "pbt.policy_idx=1",
         "checkpoint='/ckpt/dir with space/restart_499.pth'",
-        "pbt.restarted=true",
         format_override("train.params.config.gamma", values["train.params.config.gamma"]),
         format_override("train.params.config.learning_rate", values["train.params.config.learning_rate"]),
         "train.params.config.name='run 499 a=b'",
@@ -233,6 +231,7 @@ from pbt.restart import build_restart_argv, exec_restart
 log, total = sys.argv[1], int(sys.argv[2])
 count = next((int(a.split("=", 1)[1]) for a in sys.argv[3:] if a.startswith("count=")), 0)
 env_bytes = sum(len(k) + len(v) for k, v in os.environ.items())
+assert (os.environ.get("PBT_RESTARTED") == "1") == (count > 0)  # set by exec_restart only
 with open(log, "a") as fobj:
     fobj.write(f"{os.getpid()} {len(sys.argv)} {len(os.environ)} {env_bytes} {sys.argv[-1]}\\n")
 if count < total:
@@ -258,7 +257,8 @@ def test_exec_restart_keeps_pid_argv_and_env_constant(tmp_path: Path) -> None:
     assert len(rows) == total + 1
     assert len({r[0] for r in rows}) == 1  # one PID throughout
     assert len({r[1] for r in rows[1:]}) == 1  # argv length constant after the first restart
-    assert len({(r[2], r[3]) for r in rows}) == 1  # the environment never grows
+    # the environment never grows: the first restart adds the restarted marker, nothing after it
+    assert len({(r[2], r[3]) for r in rows[1:]}) == 1 and int(rows[1][2]) == int(rows[0][2]) + 1
     assert rows[-1][4] == f"name='x y={total - 1}'"
     assert "before-restart callback" in proc.stderr and "tensorboard writer already closed" in proc.stderr
 

@@ -82,7 +82,32 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
     except Exception as exc:  # omegaconf raises several unrelated types for bad interpolations
         raise ConfigError(f"Could not resolve the configuration: {exc}. Check the overrides you passed.") from exc
     minibatch_size(plain["train"]["params"]["config"])  # an impossible minibatch fails now, not in rl_games
+    refuse_other_learners_keys(plain)
     return plain
+
+
+TRPO = "trpo"
+
+
+def refuse_other_learners_keys(plain: Mapping[str, Any]) -> None:
+    """ConfigError for TRPO's own ``train.params.config`` keys under another learner, which
+    rl_games would ignore without a word (e.g. ``+train.params.config.max_kl_divergence=0.02`` with PPO)."""
+    from dataclasses import fields
+
+    from pbt.rl_games.registry import algo_name
+    from pbt.rl_games.trpo.settings import TrpoSettings
+
+    name = algo_name(plain)
+    if name == TRPO:
+        return
+    config = plain["train"]["params"].get("config") or {}
+    stray = sorted(f.name for f in fields(TrpoSettings) if f.name in config)
+    if stray:
+        raise ConfigError(
+            f"train.params.config.{stray[0]} is a setting of the TRPO learner (train=<task>TRPO, "
+            f"train.params.algo.name=trpo); the learner is {name}: choose a TRPO train config (e.g. "
+            f"train=PendulumTRPO) or remove the key{'s ' + ', '.join(stray) if len(stray) > 1 else ''}."
+        )
 
 
 #: ``minibatch_size: auto`` (the shipped train configs): the batch split into ``num_minibatches``.

@@ -33,7 +33,6 @@ class SelectionSettings(Protocol):
 
     selection: str
     population_size: Optional[int]
-    restarted: bool
     gates: SelectionGates
     explore: ExploreConfig
     strategies: Mapping[str, Section]
@@ -150,16 +149,17 @@ def _checked(decision: Decision, explore: ExploreConfig) -> Decision:
     return dataclasses.replace(decision, params_after={**decision.params_after, **clean})
 
 
-def initial_mutation(params: Mapping[str, Any], cfg: SelectionSettings, rng: random.Random) -> Dict[str, Any]:
+def initial_mutation(params: Mapping[str, Any], cfg: SelectionSettings, rng: random.Random,
+                     restarted: bool = False) -> Dict[str, Any]:
     """A fresh member's starting hyperparameters, so the population starts diverse: a sample of
     the search space when there is one (every key of the space drawn), else one mutation when its
     strategy declares it.
 
-    Returns the params unchanged for a restarted member (``cfg.restarted``), with
+    Returns the params unchanged for a re-executed member (``restarted``), with
     ``pbt.initial_mutation=false`` (start from the values given), and for strategies that declare
     no initial mutation when there is no search space.
     """
-    if cfg.restarted or not cfg.explore.initial_mutation:
+    if restarted or not cfg.explore.initial_mutation:
         return dict(params)
     if cfg.explore.search_space:
         return cfg.explore.search_space.sample(params, rng)

@@ -66,7 +66,7 @@ def plant(ws: Path, marker: Path) -> None:
 def test_worker_skips_bad_files_refuses_the_pickle_and_ignores_the_dead_member(tmp_path: Path) -> None:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     marker = tmp_path / "pwned"
-    cmd = worker_cmd(0, 4, ws, runs, "pbt.dbg_mode=true", "pbt.ready_after=0", "pbt.significance=null",
+    cmd = worker_cmd(0, 4, ws, runs, "pbt.ready_after=0", "pbt.significance=null",
                      max_frames=110_000)
     worker = Worker(cmd, tmp_path / "worker.log", tmp_path)
     try:

@@ -32,7 +32,7 @@ def asset() -> Path:
 def member_cmd(asset: Path, idx: int, n: int, ws: Path, runs: Path, max_frames: int, *extra: str) -> List[str]:
     return [sys.executable, "-m", "pbt.train", *task_args(asset), "pbt=pbt_default", f"pbt.policy_idx={idx}",
             f"pbt.num_policies={n}", f"pbt.workspace={ws}", f"pbt.interval_steps={4 * EPOCH}", "pbt.start_after=0",
-            "pbt.initial_delay=0", "pbt.ready_after=0", "pbt.replace_fraction_worst=0.5", f"max_frames={max_frames}",
+            "pbt.initial_delay=0", "pbt.ready_after=0", f"max_frames={max_frames}",
             "experiment=il", f"train_dir={runs}", "pbt.heartbeat_interval=0.5", "pbt.heartbeat_timeout=20", *extra]
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from pbt.errors import ConfigError
 from pbt.member import PbtMember
+from pbt.restart import RESTARTED_ENV
 from pbt.storage import Workspace
 
 SCHEME = {"train.params.config.learning_rate": "mutate_float", "train.params.config.gamma": "mutate_discount"}
@@ -29,8 +30,9 @@ def test_fresh_member_mutates_once_and_logs_it(tmp_path):
     assert lineage[0].params_after["train.params.config.learning_rate"] == params["learning_rate"]
 
 
-def test_restarted_member_keeps_its_params(tmp_path):
-    member = PbtMember(make_cfg(tmp_path / "ws", restarted=True), tmp_path / "run", [])
+def test_restarted_member_keeps_its_params(tmp_path, monkeypatch):
+    monkeypatch.setenv(RESTARTED_ENV, "1")  # as exec_restart leaves it for the re-executed worker
+    member = PbtMember(make_cfg(tmp_path / "ws", selection="dexpbt"), tmp_path / "run", [])
     cfg = member.startup()
     assert cfg["train"]["params"]["config"]["learning_rate"] == 1e-3
     assert member.workspace.read_lineage(1) == []

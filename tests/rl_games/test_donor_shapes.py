@@ -144,7 +144,7 @@ def test_a_leader_of_another_shape_is_refused_and_the_receiver_trains_on(tmp_pat
     (tmp_path / "shape_task.py").write_text(TASK)
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     # dbg_mode: the worse member acts at every iteration, and its only candidate is the leader.
-    common = ("pbt.dbg_mode=true", "pbt.ready_after=0", "pbt.significance=null", f"pbt.restart_mode={mode}",
+    common = ("pbt.ready_after=0", "pbt.significance=null", f"pbt.restart_mode={mode}",
               "+task.env.episodeLength=50")
     task = "shape_task:ConstantPendulum"
     workers = [

@@ -48,7 +48,7 @@ def test_a_donor_of_another_architecture_is_adopted(tmp_path: Path, mode: str) -
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     # dbg_mode: the worse member acts at every iteration, and its only candidate is the leader;
     # network kind "none" always: the adoption alone changes the network.
-    common = (AGILERL, "pbt.dbg_mode=true", "pbt.ready_after=0", "pbt.significance=null", f"pbt.restart_mode={mode}",
+    common = (AGILERL, "pbt.ready_after=0", "pbt.significance=null", f"pbt.restart_mode={mode}",
               "++task.env.episodeLength=50", "pbt.network_mutation.none=1.0", "pbt.network_mutation.architecture=0",
               "pbt.network_mutation.parameters=0", "pbt.network_mutation.activation=0",
               "pbt.network_mutation.hyperparameters=0")

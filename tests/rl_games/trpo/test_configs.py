@@ -62,3 +62,21 @@ def test_linear_schedule_decays_the_value_learning_rate(tmp_path) -> None:
     algo.train_epoch()
     # rl_games' linear schedule runs from the learning rate down to its floor of 1e-6.
     assert algo.optimizer.param_groups[0]["lr"] == pytest.approx(1e-6 + (1e-3 - 1e-6) * 0.5, rel=1e-9)
+
+
+def test_trpo_keys_under_another_learner_are_refused() -> None:
+    """rl_games would ignore them without a word; the error names the learner and how to choose TRPO."""
+    from pbt.errors import ConfigError
+    from pbt.rl_games.runner import refuse_other_learners_keys
+
+    ppo = {"train": {"params": {"algo": {"name": "a2c_continuous"},
+                                "config": {"gamma": 0.99, "max_kl_divergence": 0.02, "damping": 0.1}}}}
+    with pytest.raises(ConfigError) as info:
+        refuse_other_learners_keys(ppo)
+    message = str(info.value)
+    assert message.startswith("train.params.config.damping is a setting of the TRPO learner")
+    assert "the learner is a2c_continuous" in message and "train=PendulumTRPO" in message
+    assert "damping, max_kl_divergence" in message
+    trpo = {"train": {"params": {"algo": {"name": "trpo"}, "config": {"max_kl_divergence": 0.02}}}}
+    refuse_other_learners_keys(trpo)
+    refuse_other_learners_keys({"train": {"params": {"algo": {"name": "a2c_continuous"}, "config": {"gamma": 0.9}}}})

@@ -33,7 +33,7 @@ def member_cmd(idx: int, root: Path) -> List[str]:
     cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "train=PendulumTRPO", "pbt=pbt_default",
            "pbt/mutation=trpo", f"pbt.policy_idx={idx}", f"pbt.num_policies={N}", f"pbt.workspace={root / 'ws'}",
            f"pbt.interval_steps={INTERVAL}", "pbt.start_after=0", "pbt.initial_delay=0", "pbt.ready_after=0",
-           "pbt.replace_fraction_worst=0.34", f"max_frames={MAX_FRAMES}", "num_envs=128", "sim_device=cpu",
+           f"max_frames={MAX_FRAMES}", "num_envs=128", "sim_device=cpu",
            "rl_device=cpu", "torch_threads=1", "experiment=trpo", f"train_dir={root / 'runs'}",
            "train.params.network.mlp.units=[32,32]"]
     if idx == CRIPPLED:

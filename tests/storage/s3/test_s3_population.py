@@ -59,7 +59,7 @@ def test_population_trains_exploits_survives_a_kill_and_is_analyzed_on_s3(own_se
     url = f"s3://{own_server.make_bucket('pbt-population')}/run1"
     runs = tmp_path / "runs"
     n, frames = 3, 200_000
-    extra = ["pbt.replace_fraction_worst=0.5", "pbt.ready_after=0"]
+    extra = ["pbt.ready_after=0"]
     crippled = ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7"]
     cmds = [s3_cmd(i, n, url, runs, *extra, *(crippled if i == CRIPPLED else []), max_frames=frames) for i in range(n)]
     workers = [Worker(cmd, tmp_path / f"w{i}.log", tmp_path) for i, cmd in enumerate(cmds)]
