@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 
 from pbt.errors import ConfigError, did_you_mean
 from pbt.mutation.explore import ExploreConfig
+from pbt.mutation.network import NetworkMutationConfig
 from pbt.sections import PARSER, Section, parse_field, require, require_choice, section_keys, to_int, type_error
 from pbt.selection.base import SelectionGates
 from pbt.selection.population import check_policy_idx
@@ -298,8 +299,9 @@ def key_defaults(cls: Type[Any]) -> Dict[str, Any]:
 
 def hydra_nodes() -> Dict[str, Dict[str, Any]]:
     """The ``pbt`` group's generated config nodes, the one source of every key's default:
-    ``"keys"`` (the root keys and the sections every strategy uses) and ``"selection/<name>"`` (one
-    per strategy: ``selection: <name>`` and its settings). ``pbt.resolvers.register_configs`` stores
+    ``"keys"`` (the root keys and the sections every strategy uses), ``"network_mutation"`` (the
+    settings ``pbt/mutation=agilerl`` composes) and ``"selection/<name>"`` (one per strategy:
+    ``selection: <name>`` and its settings). ``pbt.resolvers.register_configs`` stores
     them in Hydra's ConfigStore; ``configs/pbt/pbt_default.yaml`` composes them."""
     keys: Dict[str, Any] = {}
     for cls in (PbtConfig, SelectionGates, ExploreConfig, LivenessConfig):
@@ -307,7 +309,7 @@ def hydra_nodes() -> Dict[str, Dict[str, Any]]:
     for name in GROUP_KEYS:
         keys.pop(name, None)
     keys["search_space"] = {}
-    nodes = {"keys": keys}
+    nodes = {"keys": keys, "network_mutation": key_defaults(NetworkMutationConfig)}
     for name, strategy in STRATEGIES.items():
         nodes[f"selection/{name}"] = {"selection": name, **key_defaults(strategy.config_class)}
     return nodes

@@ -32,7 +32,8 @@ KEYS_NODE = "pbt_keys"
 
 def register_configs() -> None:
     """Store the ``pbt`` group's generated nodes (:func:`pbt.config.hydra_nodes`, defaults taken
-    from the section dataclasses) in Hydra's ConfigStore: ``pbt_keys`` and ``pbt/selection/<name>``."""
+    from the section dataclasses) in Hydra's ConfigStore: ``pbt_keys``, ``pbt_network_mutation`` and
+    ``pbt/selection/<name>``."""
     from hydra.core.config_store import ConfigStore
 
     from pbt.config import hydra_nodes
@@ -42,8 +43,10 @@ def register_configs() -> None:
         group, _, option = name.rpartition("/")
         if group:
             store.store(group=f"pbt/{group}", name=option, node=node, package="pbt")
-        else:
+        elif name == "keys":
             store.store(name=KEYS_NODE, node=node, package="pbt")
+        else:  # network_mutation
+            store.store(name=f"pbt_{name}", node=node, package=f"pbt.{name}")
 
 
 def register_resolvers() -> None:

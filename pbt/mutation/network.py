@@ -127,7 +127,7 @@ def _count(name: str, value: Any, low: int) -> int:
 
 @dataclass(frozen=True)
 class NetworkMutationConfig:
-    """The ``pbt.network_mutation`` block (``configs/pbt/mutation/agilerl.yaml``)."""
+    """The ``pbt.network_mutation`` block (``pbt/mutation=agilerl``; its defaults are these fields')."""
 
     none: float = 0.1
     """Probability that an explore step changes nothing."""
@@ -144,9 +144,13 @@ class NetworkMutationConfig:
     mutation_sd: float = 0.1
     """Noise of a parameter mutation, relative to each weight's magnitude."""
     min_layers: int = 1
+    """Fewest hidden layers; the starting network (``train.params.network.mlp``) must lie inside the limits."""
     max_layers: int = 4
+    """Most hidden layers."""
     min_units: int = 8
+    """Fewest units of a hidden layer."""
     max_units: int = 256
+    """Most units of a hidden layer."""
     unit_changes: Tuple[int, ...] = (16, 32, 64)
     """How many units an add/remove-units change moves (one drawn), clamped to the limits."""
     activations: Tuple[str, ...] = ("relu", "elu", "tanh")
@@ -214,7 +218,7 @@ def to_network_mutation(name: str, value: Any) -> Optional[NetworkMutationConfig
     if isinstance(value, NetworkMutationConfig):
         return value
     if not isinstance(value, Mapping):
-        raise ConfigError(f"pbt.{name} must be a mapping (see configs/pbt/mutation/agilerl.yaml) or null, got "
+        raise ConfigError(f"pbt.{name} must be a mapping (see pbt/mutation=agilerl in docs/configuration.md) or null, got "
                           f"{type(value).__name__}. Select it with pbt/mutation=agilerl.")
     valid = list(NetworkMutationConfig.__dataclass_fields__)
     kwargs: Dict[str, Any] = {}

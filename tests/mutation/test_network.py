@@ -22,12 +22,14 @@ def cfg(units: Any = (16,), activation: str = "elu", **network: Any) -> Dict[str
                                              **network}, "config": {}}}}
 
 
-def test_the_agilerl_yaml_defaults_parse_and_round_trip() -> None:
+def test_the_agilerl_defaults_parse_and_round_trip() -> None:
     import yaml
 
-    from conftest import REPO
+    from pbt.config import hydra_nodes
+    from pbt.mutation import DEFAULT_MUTATION
 
-    data = yaml.safe_load((REPO / "configs" / "pbt" / "mutation" / "agilerl.yaml").read_text())
+    # pbt/mutation=agilerl composes the default scheme and the generated network_mutation node
+    data = {"mutation": dict(DEFAULT_MUTATION), "network_mutation": hydra_nodes()["network_mutation"]}
     pbt = PbtConfig.from_mapping(data)
     network = pbt.explore.network_mutation
     assert isinstance(network, NetworkMutationConfig) and network.architecture == 0.3
