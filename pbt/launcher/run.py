@@ -185,7 +185,12 @@ def configure_logging(level: str = "INFO") -> None:
 
 def launch(args: argparse.Namespace) -> int:
     """Run the parsed command line; returns the exit status. Raises PbtError on bad input."""
-    description = load_run_description(args.run)
+    return launch_description(load_run_description(args.run), args)
+
+
+def launch_description(description: RunDescription, args: argparse.Namespace) -> int:
+    """Run ``description`` with the launcher options ``args`` (``--run`` is not read); returns the
+    exit status. Raises PbtError on bad input."""
     members = description.members(args.train_dir)
     run_dir = description.run_dir(args.train_dir)
     if args.add:
