@@ -23,20 +23,23 @@ def readme_main_job() -> List[str]:
     block = re.search(r"```bash\n(.*?)```", section, re.S)
     assert block, "no bash block in the README's install section"
     commands = [c.strip() for c in block.group(1).replace("\\\n", " ").split("&&")]
-    (launcher,) = [c for c in commands if c.startswith("python -m launcher.run")]
+    (launcher,) = [c for c in commands if c.startswith("pbt-launch ")]
     return shlex.split(launcher)
 
 
 def test_readme_names_the_main_job():
     argv = readme_main_job()
-    assert argv[:3] == ["python", "-m", "launcher.run"] and "--run=experiments.smoke_pbt" in argv
+    assert argv[0] == "pbt-launch" and "--run=experiments.smoke_pbt" in argv
+    # the console script is the launcher's main: the test below runs that module with the same arguments
+    assert 'pbt-launch = "pbt.launcher.run:main"' in (REPO / "pyproject.toml").read_text()
 
 
 @pytest.mark.slow
 def test_main_job_as_printed_in_the_readme_shows_pbt_working(tmp_path: Path):
     argv = readme_main_job()
     train_dir = tmp_path / "train_dir"
-    proc = subprocess.run([sys.executable] + argv[1:] + [f"--train_dir={train_dir}"], cwd=str(REPO), env=worker_env(),
+    proc = subprocess.run([sys.executable, "-m", "pbt.launcher.run"] + argv[1:] + [f"--train_dir={train_dir}"],
+                          cwd=str(REPO), env=worker_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600)
     out = proc.stdout
     assert proc.returncode == 0, out[-5000:]
