@@ -5,11 +5,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional
 
 import pytest
 
 from seaweed_server import SeaweedServer
+
+if TYPE_CHECKING:
+    from pbt.config import PbtConfig
 
 REPO = Path(__file__).resolve().parent.parent
 SUMMARY_RE = re.compile(
@@ -96,3 +99,15 @@ def s3_url(seaweed: SeaweedServer) -> str:
 @pytest.fixture
 def raw(seaweed: SeaweedServer):  # noqa: ANN201 - a boto3 client, to plant what a hostile peer would
     return seaweed.client()
+
+
+def pbt_config(values: Dict[str, object]) -> "PbtConfig":
+    """A PbtConfig from a test's flat values, leaving out the keys its selection ignores: the
+    decision tests share one set of values across strategies (a real member refuses such keys at
+    start-up; tests/selection/test_selection_config.py tests that)."""
+    from pbt.config import PbtConfig, STRATEGY_ONLY_GATES, strategy_of
+
+    selection = values.get("selection", PbtConfig.selection)
+    kept = {k: v for k, v in values.items()
+            if strategy_of(k) in (None, selection) and not (k in STRATEGY_ONLY_GATES and STRATEGY_ONLY_GATES[k] != selection)}
+    return PbtConfig.from_mapping(kept)

@@ -9,7 +9,7 @@ CORE = ["pbt", "pbt.config", "pbt.keys", "pbt.sections", "pbt.procfs", "pbt.muta
         "pbt.elastic", "pbt.selection.membership",
         "pbt.objective", "pbt.tasks", "pbt.tasks.registry", "pbt.tasks.base", "pbt.tasks.isaacgym",
         "pbt.tools.snapshot", "pbt.launcher.run", "pbt.launcher.run_description", "pbt.launcher.backends.processes",
-        "pbt.launcher.backends.slurm", "pbt.api", "pbt.tools.reference", "pbt.overrides", "launcher", "launcher.run"]
+        "pbt.launcher.backends.slurm", "pbt.api", "pbt.tools.reference", "launcher", "launcher.run"]
 
 
 def test_core_modules_do_not_import_torch():

@@ -5,6 +5,7 @@ from typing import List
 
 import pytest
 
+from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.member import disallowed_donors
 from pbt.selection import REPLACE, MemberState, decide
@@ -22,7 +23,7 @@ def cfg(n: int, **kw) -> PbtConfig:
                 mutation={"lr": "mutate_float"}, replace_threshold_frac_std=0.0, replace_threshold_frac_absolute=0.0,
                 selection="dexpbt")
     base.update(kw)
-    return PbtConfig.from_mapping(base)
+    return pbt_config(base)
 
 
 def test_disallowed_donors_spares_a_stale_member_holding_the_best_record() -> None:

@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.selection import KEEP, MUTATE, REPLACE, MemberState, decide, is_diverged
 from pbt.storage.record import Record
@@ -27,7 +28,7 @@ def defaults(rule: str, n: int, **kw: Any) -> PbtConfig:
     """The shipped defaults (significance 0.05, ready_after, dexpbt's groups and thresholds)."""
     values: Dict[str, Any] = dict(num_policies=n, selection=rule, mutation={LR: "mutate_float"})
     values.update(kw)
-    return PbtConfig.from_mapping(values)
+    return pbt_config(values)
 
 
 def diverged(objective: float = math.nan, frame: int = FRAME) -> MemberState:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.mutation import checked_params
 from pbt.selection import REPLACE, MemberState, decide, invalid_donors, population_view
@@ -33,7 +34,7 @@ def cfg(rule: str = "dexpbt", n: int = 4, **kw: Any) -> PbtConfig:
                                   replace_threshold_frac_std=0.0, replace_threshold_frac_absolute=0.0,
                                   threshold_std=0.0, threshold_abs=0.0, dbg_mode=True)
     values.update(kw)
-    return PbtConfig.from_mapping(values)
+    return pbt_config(values)
 
 
 def own() -> MemberState:

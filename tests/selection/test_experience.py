@@ -5,6 +5,7 @@ from typing import Any, Dict, Optional
 
 import pytest
 
+from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.selection import KEEP, REPLACE, STRATEGIES, MemberState, decide
 from pbt.selection.experience import align, at_iteration, compared_iteration, objective_at
@@ -57,7 +58,7 @@ def cfg_for(selection: str, **kwargs: Any) -> PbtConfig:
                                   significance=None, mutation_rate=1.0, replace_fraction_worst=0.25,
                                   replace_fraction_best=0.25, threshold_abs_relative=False)
     values.update(kwargs)
-    return PbtConfig.from_mapping(values)
+    return pbt_config(values)
 
 
 def fast_bad_population() -> Dict[int, Record]:

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.selection import REPLACE, MemberState, decide
@@ -28,7 +29,7 @@ def elastic_cfg(idx: int, **kwargs: Any) -> PbtConfig:
                                   start_after=0, initial_delay=0, ready_after=0, significance=None,
                                   mutation_rate=1.0, equal_experience=False)
     values.update(kwargs)
-    return PbtConfig.from_mapping(values)
+    return pbt_config(values)
 
 
 def test_recent_or_training_peers_are_ranked_and_the_rest_left_out_with_a_reason() -> None:

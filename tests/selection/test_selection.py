@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.storage.record import Record
@@ -48,7 +49,7 @@ def cfg_for(n: int = 8, idx: int = 0, **kwargs: Any) -> PbtConfig:
     values: Dict[str, Any] = dict(enabled=True, num_policies=n, policy_idx=idx, mutation=SCHEME,
                                   start_after=1_000_000, initial_delay=2_000_000, mutation_rate=1.0, **UPSTREAM)
     values.update(kwargs)
-    return PbtConfig.from_mapping(values)
+    return pbt_config(values)
 
 
 def state(idx: int, objective: Optional[float], best: Optional[float] = None,
@@ -364,7 +365,7 @@ def test_initial_mutation() -> None:
     rng = random.Random(0)
     mutated = initial_mutation(OWN_PARAMS, cfg_for(), rng)
     assert set(mutated) == set(OWN_PARAMS) and all(mutated[k] != OWN_PARAMS[k] for k in OWN_PARAMS)
-    assert initial_mutation(OWN_PARAMS, cfg_for(restarted=True), rng) == OWN_PARAMS
+    assert initial_mutation(OWN_PARAMS, cfg_for(), rng, restarted=True) == OWN_PARAMS
     assert initial_mutation(OWN_PARAMS, cfg_for(selection="threshold", initial_mutation=False), rng) == OWN_PARAMS
     assert initial_mutation(OWN_PARAMS, cfg_for(mutation_rate=0.0), rng) == OWN_PARAMS
     changed = initial_mutation(OWN_PARAMS, cfg_for(mutation_rate=0.0, min_mutations=1), rng)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pbt.config
+from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.sections import Section
@@ -45,7 +46,7 @@ def cfg_for(n: int = 8, idx: int = 0, **kwargs: Any) -> PbtConfig:
                                   mutation_rate=1.0, min_mutations=0, threshold_abs_relative=False,
                                   selection="dexpbt")
     values.update(kwargs)
-    return PbtConfig.from_mapping(values)
+    return pbt_config(values)
 
 
 def own_state(idx: int = 0, objective: float = 10.0) -> MemberState:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.selection import KEEP, MUTATE, REPLACE, MemberState, decide
@@ -33,7 +34,7 @@ def cfg_for(selection: str, n: int = 8, idx: int = 0, **kwargs: Any) -> PbtConfi
                                   mutation={LR: "mutate_float", EPOCHS: "mutate_mini_epochs"}, start_after=0,
                                   initial_delay=0, ready_after=0, significance=None, mutation_rate=1.0)
     values.update(kwargs)
-    return PbtConfig.from_mapping(values)
+    return pbt_config(values)
 
 
 def run(selection: str, objectives: Dict[int, Optional[float]], own: int = 0, seed: int = 0,
