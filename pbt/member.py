@@ -19,7 +19,7 @@ from pbt.keys import set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.mutation import checked_params, current_params, validate_scheme
 from pbt.mutation.scheme import warn_zero_valued
-from pbt.mutation.space import resolve_space
+from pbt.mutation.space import fixed_overrides, resolve_space
 from pbt.mutation.network import (NetworkTracker, explore_settings, network_overrides, network_value,
                                   plan_network, resume_network)
 from pbt.restart import build_restart_argv
@@ -134,6 +134,8 @@ class PbtMember:
         try:
             if not self.pbt.restarted and not self.cfg.get("checkpoint"):
                 self._resume_or_start()
+            elif not self.pbt.restarted:  # a fresh member from a checkpoint: its hyperparameters are the config's
+                self.params = self._fixed(self.params, self.params)
             self.liveness.start()
         except BaseException:
             self.liveness.release()
@@ -184,11 +186,25 @@ class PbtMember:
                      "recorded hyperparameters", idx)
             return
         before = dict(self.params)
-        self.params = initial_mutation(self.params, self.pbt, self.rng)
-        sampled = bool(self.pbt.explore.search_space) and self.params != before
-        self.append_lineage(MUTATE, None, "initial sample of the search space" if sampled else
-                            "initial mutation of a fresh member", before, self.params,
-                            frame=0, iteration=0, objective=None, mode=STARTUP)
+        sample = initial_mutation(self.params, self.pbt, self.rng)
+        sampled = bool(self.pbt.explore.search_space) and sample != before
+        self.params = self._fixed(before, sample)
+        reason = "initial sample of the search space" if sampled else "initial mutation of a fresh member"
+        if not sampled and self.params != sample:
+            reason = "fixed values of the search space"
+        self.append_lineage(MUTATE, None, reason, before, self.params, frame=0, iteration=0, objective=None,
+                            mode=STARTUP)
+
+    def _fixed(self, configured: Mapping[str, Any], params: Mapping[str, Any]) -> Dict[str, Any]:
+        """A fresh member's ``params`` with the search space's fixed values (a sample already holds
+        them; pbt.initial_mutation=false and checkpoint= do not sample), each one that overrides the
+        ``configured`` value logged."""
+        out = dict(params)
+        for key, (value, fixed) in fixed_overrides(self.pbt.explore.search_space, configured).items():
+            out[key] = fixed
+            log.info("PBT policy %d: the search space fixes %s=%r for a fresh member, overriding the task's "
+                     "configured value %r (a resumed member keeps its recorded value)", self.pbt.policy_idx, key, fixed, value)
+        return out
 
     def _join(self) -> bool:
         """Join a running elastic population from its best member (:mod:`pbt.elastic`)."""

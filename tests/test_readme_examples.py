@@ -108,3 +108,30 @@ def test_launcher_example_exploits_as_printed(tmp_path: Path) -> None:
     replaces = [e for idx in range(4) for e in reader.read_lineage(idx) if e.action == "replace"]
     assert replaces and all(e.donor_objective > e.objective for e in replaces), output[-3000:]
     assert "winner: member" in output
+
+
+def readme_command(section_title: str, *needles: str) -> str:
+    """The one command of a README section's bash blocks that holds every needle."""
+    found = [c for c in bash_commands(readme_section(section_title)) if all(n in c for n in needles)]
+    assert len(found) == 1, f"README '{section_title}': expected one command with {needles}, got {found}"
+    return found[0]
+
+
+def run_as_printed(command: str, tmp_path: Path, substitutions: dict, timeout: int = 600) -> str:
+    argv = as_argv(command, substitutions)
+    proc = subprocess.run(argv, cwd=str(tmp_path), env=worker_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    return output
+
+
+def test_search_space_fixed_values_apply_as_printed(tmp_path: Path) -> None:
+    """README "Fixed values": Pendulum's gamma 0.95 is overridden by the design document's fixed 0.99."""
+    command = readme_command("Selection strategies and search spaces", "task=Pendulum", "ppo_design_doc")
+    workspace = tmp_path / "ws"
+    output = run_as_printed(command, tmp_path, {"pbt.workspace": workspace})
+    assert "fixes train.params.config.gamma=0.99 for a fresh member, overriding the task's configured value 0.95" \
+        in output
+    (entry,) = WorkspaceReader(workspace, 2).read_lineage(0)
+    assert entry.params_after["train.params.config.gamma"] == 0.99

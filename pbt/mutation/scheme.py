@@ -196,9 +196,13 @@ def check_value(key: str, value: Any, scheme: Mapping[str, str],
     """``value`` of the hyperparameter ``key`` as a member may train with it: a number of the type
     its mutation keeps (int: a whole number), finite, inside the mutation's own range and the
     key's ``pbt.bounds``. InvalidValueError naming the key otherwise. A key outside the scheme
-    only needs to be a finite number. A key of the search ``space`` must lie inside it instead."""
+    only needs to be a finite number. A key of the search ``space`` must lie inside it instead,
+    except that a fixed key binds fresh members only: another value there (recorded by a member
+    that started before the key was fixed) is checked as if the key were outside the space."""
     if space is not None and key in space:
-        return space.dims[key].check(value)
+        dim = space.dims[key]
+        if not dim.fixed or dim.contains(value):
+            return dim.check(value)
     bound = (bounds or {}).get(key)
     name = scheme.get(key)
     mutation = get_mutation(name) if name is not None else HyperparameterMutation("(no mutation)", _unused)
