@@ -18,6 +18,7 @@ Inside the space every change stays inside: ranges are clamped, ints stay ints, 
 to a neighbour in its list, and a value of 0 (which no multiplication moves) is resampled.
 Standard library only (Python 3.8).
 """
+import logging
 import math
 import random
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from pbt.errors import ConfigError, did_you_mean
 from pbt.keys import get_by_key, has_key, missing_key_error
 from pbt.mutation.base import InvalidValueError
+
+log = logging.getLogger(__name__)
 
 LOGUNIFORM = "loguniform"
 UNIFORM = "uniform"
@@ -361,6 +364,19 @@ def fixed_overrides(space: SearchSpace, params: Mapping[str, Any]) -> Dict[str, 
         dim = space.dims[key]
         if dim.fixed and key in params and not _same_value(params[key], dim.values[0]):
             out[key] = (params[key], dim.values[0])
+    return out
+
+
+def with_fixed_values(space: SearchSpace, configured: Mapping[str, Any], params: Mapping[str, Any],
+                      policy_idx: int) -> Dict[str, Any]:
+    """A fresh member's ``params`` with the space's fixed values (a sample already holds them;
+    pbt.initial_mutation=false and checkpoint= do not sample), each that overrides the
+    ``configured`` value logged."""
+    out = dict(params)
+    for key, (value, fixed) in fixed_overrides(space, configured).items():
+        out[key] = fixed
+        log.info("PBT policy %d: the search space fixes %s=%r for a fresh member, overriding the task's "
+                 "configured value %r (a resumed member keeps its recorded value)", policy_idx, key, fixed, value)
     return out
 
 

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pbt.config import ELASTIC
 from pbt.devices import default_torch_threads, resolve_device
 from pbt.errors import ConfigError
-from pbt.tasks.registry import TaskRef, build_task, parse_task, prepare_backend
+from pbt.tasks.registry import TaskRef, build_task, prepare_backend, task_ref_of
 
 if TYPE_CHECKING:
     from pbt.rl_games.observer import WorkerObserver
@@ -208,13 +208,4 @@ def summarize(observer: "WorkerObserver", wall_time: float) -> RunSummary:
 
 def task_ref(cfg: DictConfig) -> TaskRef:
     """Which task the composed config describes (``task.kind`` is set by the family configs)."""
-    kind = str(cfg.task.get("kind", "builtin"))
-    name = str(cfg.task.get("name", "") or "")
-    if kind == "builtin":
-        return parse_task(name)
-    if not name:
-        example = {"imported": "my_package.my_module:MyTask", "isaacgym": "Ant", "envpool": "HalfCheetah-v4",
-                   "isaaclab": "Isaac-Cartpole-Direct"}
-        raise ConfigError(f"task={kind} needs the task's name: task={kind}/{example.get(kind, '<name>')}"
-                          if kind != "imported" else f"task=imported needs task.name={example[kind]}")
-    return TaskRef(kind, name)
+    return task_ref_of(cfg.task)

@@ -227,7 +227,7 @@ def test_fresh_members_take_the_fixed_values_over_the_tasks(tmp_path: Path, capl
     for name, pbt in (("sampled", {}), ("unsampled", {"initial_mutation": False})):
         cfg = member_cfg(tmp_path / name, 0, **pbt)
         cfg["train"]["params"]["config"]["gamma"] = 0.95
-        with caplog.at_level(logging.INFO, logger="pbt.member"):
+        with caplog.at_level(logging.INFO, logger="pbt.mutation.space"):
             member = PbtMember(cfg, tmp_path / f"run_{name}", [])
             config = member.startup()["train"]["params"]["config"]
         member.close()
