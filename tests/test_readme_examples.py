@@ -135,3 +135,21 @@ def test_search_space_fixed_values_apply_as_printed(tmp_path: Path) -> None:
         in output
     (entry,) = WorkspaceReader(workspace, 2).read_lineage(0)
     assert entry.params_after["train.params.config.gamma"] == 0.99
+
+
+def test_reward_shaping_guard_as_printed(tmp_path: Path) -> None:
+    """README "Reward-shaping keys ...": the Reacher scheme that mutates task.env.actionCost is refused
+    under pbt.objective=episode_return before anything is written, and trains under the task's objective."""
+    section = readme_section("Configuration reference")
+    refused = readme_command("Configuration reference", "reacher_shaping", "pbt.objective=episode_return")
+    proc = subprocess.run(as_argv(refused, {"pbt.workspace": tmp_path / "refused"}), cwd=str(tmp_path),
+                          env=worker_env(), capture_output=True, text=True, timeout=600)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "reward-shaping key(s) task.env.actionCost of task Reacher" in output, output[-3000:]
+    assert "pbt.allow_reward_shaping_mutation=true" in output and "pbt.allow_reward_shaping_mutation" in section
+    assert not (tmp_path / "refused").exists()
+    accepted = [c for c in bash_commands(section) if "reacher_shaping" in c and "pbt.objective" not in c]
+    assert len(accepted) == 1, accepted
+    output = run_as_printed(accepted[0], tmp_path, {"pbt.workspace": tmp_path / "ws"})
+    assert "PBT mutates reward-shaping key(s) task.env.actionCost of task Reacher" in output
+    assert parse_summary(output)["frames"] >= 20000
