@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pbt.config import ELASTIC
 from pbt.devices import default_torch_threads, resolve_device
 from pbt.errors import ConfigError
+from pbt.rl_games.trpo.settings import resolve_aliases
 from pbt.tasks.registry import TaskRef, build_task, prepare_backend, task_ref_of
 
 if TYPE_CHECKING:
@@ -81,8 +82,25 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
         plain: Dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     except Exception as exc:  # omegaconf raises several unrelated types for bad interpolations
         raise ConfigError(f"Could not resolve the configuration: {exc}. Check the overrides you passed.") from exc
+    if str(plain["train"]["params"].get("algo", {}).get("name")) == "trpo":
+        for note in resolve_aliases(plain["train"]["params"]["config"], command_line_keys(TRAIN_CONFIG)):
+            log.info("trpo: %s", note)
     minibatch_size(plain["train"]["params"]["config"])  # an impossible minibatch fails now, not in rl_games
     return plain
+
+
+TRAIN_CONFIG = "train.params.config."
+
+
+def command_line_keys(prefix: str) -> List[str]:
+    """The keys under ``prefix`` that this run's command line overrides (Hydra's record of them; none
+    outside a Hydra app)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    keys = [str(o).split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task]
+    return [k[len(prefix):] for k in keys if k.startswith(prefix)]
 
 
 #: ``minibatch_size: auto`` (the shipped train configs): the batch split into ``num_minibatches``.
