@@ -153,3 +153,11 @@ def test_reward_shaping_guard_as_printed(tmp_path: Path) -> None:
     output = run_as_printed(accepted[0], tmp_path, {"pbt.workspace": tmp_path / "ws"})
     assert "PBT mutates reward-shaping key(s) task.env.actionCost of task Reacher" in output
     assert parse_summary(output)["frames"] >= 20000
+
+
+def test_trpo_skrl_keys_as_printed(tmp_path: Path) -> None:
+    """README "TRPO learner": skrl's keys and an alias on the command line train, the alias noted."""
+    command = readme_command("TRPO learner", "random_timesteps", "learning_starts", "kl_adaptive")
+    output = run_as_printed(command, tmp_path, {})
+    assert "trpo: train.params.config.discount_factor=0.99 is skrl's name of rl_games' gamma" in output
+    assert parse_summary(output)["frames"] >= 20000
