@@ -128,7 +128,7 @@ class TrpoAgent(a2c_continuous.A2CAgent):
 
     def env_steps(self) -> int:
         """Env steps (each a step of every env) before the current rollout, from the frame count."""
-        return int(self.frame) // max(1, int(self.num_actors))
+        return int(self.frame) // max(1, int(self.num_actors) * int(self.num_agents))
 
     def get_action_values(self, obs: Any) -> Dict[str, torch.Tensor]:
         """The policy's actions, or for the first ``random_timesteps`` env steps uniform random ones (their
