@@ -40,13 +40,15 @@ def mutate(
     values changed, further keys (drawn at random among the unchanged ones) are mutated until
     enough changed or none is left. ``bounds`` (``{key: {min, max, scale}}``) clamps every mutated
     value; ``scale: linear`` turns mutate_float's x*k into an additive step of (k-1)*(max-min).
-    Keys of the search ``space`` mutate inside it (:func:`_mutate_in_space`), scheme or not.
+    Keys of the search ``space`` mutate inside it (:func:`_mutate_in_space`), scheme or not; its fixed
+    keys do not mutate.
     """
     bounds = bounds or {}
     space = space or SearchSpace({})
     ranges = {GENERAL_RANGE: (change_min, change_max), DISCOUNT_RANGE: tuple(discount_range)}
     mutated = dict(params)
-    keys = [key for key in sorted(params) if key in scheme or key in space]
+    # A fixed key of the space never mutates (a resumed member keeps a value recorded before it was fixed).
+    keys = [key for key in sorted(params) if (key in scheme or key in space) and not (key in space and space.dims[key].fixed)]
 
     def one(key: str) -> Any:
         if key in space:

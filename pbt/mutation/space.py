@@ -62,8 +62,9 @@ class Dimension:
 
     @property
     def fixed(self) -> bool:
-        """One value only (``fixed: v`` or a choice of one value): what a fresh member takes."""
-        return self.type == CHOICE and len(self.values) == 1
+        """One value only (``fixed: v`` or a choice of one value): what a fresh member takes; never
+        mutated. (A batch with a single divisor in range is not fixed: it depends on the batch.)"""
+        return self.type == CHOICE and len(self.values) == 1 and not self.divisors_of
 
     def sample(self, rng: random.Random) -> Any:
         """A value drawn from the whole dimension."""
@@ -205,11 +206,12 @@ class SearchSpace:
 
     def perturb(self, params: Mapping[str, Any], rng: random.Random, factors: Sequence[float],
                 resample_probability: float) -> Dict[str, Any]:
-        """PBT's perturbation of every key of the space: resampled with ``resample_probability``,
-        else multiplied by a random one of ``factors`` (discrete keys: one step that way)."""
+        """PBT's perturbation of every key of the space but the fixed ones: resampled with
+        ``resample_probability``, else multiplied by a random one of ``factors`` (discrete keys: one
+        step that way)."""
         out = dict(params)
         for key in sorted(self.dims):
-            if key not in out:
+            if key not in out or self.dims[key].fixed:
                 continue
             dim = self.dims[key]
             if rng.random() < resample_probability:

@@ -222,6 +222,16 @@ def test_a_resumed_member_never_redraws(tmp_path: Path) -> None:
     assert resumed["train"]["params"]["config"] == first
 
 
+def test_a_fixed_key_never_mutates_or_perturbs() -> None:
+    explore = ExploreConfig.from_flat({"search_space": {C + "gamma": {"fixed": 0.99}, **SPACE}, "mutation_rate": 1.0,
+                                       "mutation": {C + "gamma": "mutate_discount"}})
+    params = {C + "gamma": 0.97, C + "learning_rate": 3e-4, C + "e_clip": 0.2, C + "horizon_length": 32,
+              C + "mini_epochs": 10, C + "entropy_coef": 0.01}
+    for seed in range(20):
+        assert mutate_params(params, explore, random.Random(seed))[C + "gamma"] == 0.97
+        assert perturb(params, explore, random.Random(seed), [0.8, 1.2], 1.0)[C + "gamma"] == 0.97
+
+
 def test_fresh_members_take_the_fixed_values_over_the_tasks(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Pendulum's train config has gamma 0.95; the design document fixes 0.99."""
     for name, pbt in (("sampled", {}), ("unsampled", {"initial_mutation": False})):
