@@ -93,6 +93,10 @@ class PbtConfig:
     :data:`pbt.objective.TRAINER_STATISTICS`) or a dotted key into the env infos (``episode.<key>``
     for a scalar under ``infos["episode"]``); the default ``true_objective`` falls back to the mean
     episode return when the env never reports it."""
+    allow_reward_shaping_mutation: bool = False
+    """Accept mutating the keys a task declares as reward shaping (``task.env.actionCost``...) while
+    ranking by the shaped episode return (``episode_return``, or ``true_objective`` falling back to
+    it). False: such a start-up is refused (:mod:`pbt.mutation.shaping`)."""
     selection: str = "threshold"
     """Selection strategy, a name in :data:`pbt.selection.registry.STRATEGIES` (chosen with
     ``pbt/selection=<name>``): "threshold" (Isaac Lab: mean +/- k*std cuts), "dexpbt" (IsaacGymEnvs:

@@ -19,7 +19,8 @@ from pbt.keys import set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.mutation import checked_params, current_params, validate_scheme
 from pbt.mutation.scheme import warn_zero_valued
-from pbt.mutation.space import resolve_space
+from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
+from pbt.mutation.space import resolve_space, with_fixed_values
 from pbt.mutation.network import (NetworkTracker, explore_settings, network_overrides, network_value,
                                   plan_network, resume_network)
 from pbt.restart import build_restart_argv, is_restarted
@@ -91,16 +92,27 @@ def pbt_seed(cfg: PbtConfig, run_seed: int, frame: int) -> int:
     return zlib.crc32(f"{base}:{cfg.policy_idx}:{frame}".encode()) & 0x7FFFFFFF
 
 
+def startup_reason(cfg: PbtConfig, before: Mapping[str, Any], sample: Mapping[str, Any],
+                   params: Mapping[str, Any]) -> str:
+    """The lineage reason of a fresh member's start: ``sample`` is its initial mutation of ``before``,
+    ``params`` that with the search space's fixed values."""
+    if cfg.explore.search_space and sample != before:
+        return "initial sample of the search space"
+    return "fixed values of the search space" if params != sample else "initial mutation of a fresh member"
+
+
 class PbtMember:
     """Start-up and per-iteration PBT logic of one member (policy_idx) of the population."""
 
-    def __init__(self, cfg: Dict[str, Any], run_dir: Path, argv: Sequence[str]) -> None:
+    def __init__(self, cfg: Dict[str, Any], run_dir: Path, argv: Sequence[str], shaping: Optional[RewardShaping] = None) -> None:
         self.cfg = cfg
         self.pbt = PbtConfig.from_mapping(cfg["pbt"])
         self.pbt.validate_population()
         explore = self.pbt.explore
         explore.search_space = resolve_space(explore.search_space, cfg)
         validate_scheme(explore.mutation, cfg, explore.bounds, explore.search_space)
+        if shaping is not None:  # what the task declares about its reward
+            guard_reward_shaping(explore, self.pbt.objective, shaping, self.pbt.allow_reward_shaping_mutation)
         self.run_dir = Path(run_dir)
         self.argv = list(argv)
         self.workspace = Workspace(self.pbt.workspace, self.pbt.policy_idx, self.pbt.population_size)
@@ -134,6 +146,8 @@ class PbtMember:
         try:
             if not is_restarted() and not self.cfg.get("checkpoint"):
                 self._resume_or_start()
+            elif not self.pbt.restarted:  # a fresh member from a checkpoint: its hyperparameters are the config's
+                self.params = with_fixed_values(self.pbt.explore.search_space, self.params, self.params, self.pbt.policy_idx)
             self.liveness.start()
         except BaseException:
             self.liveness.release()
@@ -184,10 +198,9 @@ class PbtMember:
                      "recorded hyperparameters", idx)
             return
         before = dict(self.params)
-        self.params = initial_mutation(self.params, self.pbt, self.rng, restarted=is_restarted())
-        sampled = bool(self.pbt.explore.search_space) and self.params != before
-        self.append_lineage(MUTATE, None, "initial sample of the search space" if sampled else
-                            "initial mutation of a fresh member", before, self.params,
+        sample = initial_mutation(self.params, self.pbt, self.rng, restarted=is_restarted())
+        self.params = with_fixed_values(self.pbt.explore.search_space, before, sample, self.pbt.policy_idx)
+        self.append_lineage(MUTATE, None, startup_reason(self.pbt, before, sample, self.params), before, self.params,
                             frame=0, iteration=0, objective=None, mode=STARTUP)
 
     def _join(self) -> bool:

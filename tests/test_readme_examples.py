@@ -108,3 +108,56 @@ def test_launcher_example_exploits_as_printed(tmp_path: Path) -> None:
     replaces = [e for idx in range(4) for e in reader.read_lineage(idx) if e.action == "replace"]
     assert replaces and all(e.donor_objective > e.objective for e in replaces), output[-3000:]
     assert "winner: member" in output
+
+
+def readme_command(section_title: str, *needles: str) -> str:
+    """The one command of a README section's bash blocks that holds every needle."""
+    found = [c for c in bash_commands(readme_section(section_title)) if all(n in c for n in needles)]
+    assert len(found) == 1, f"README '{section_title}': expected one command with {needles}, got {found}"
+    return found[0]
+
+
+def run_as_printed(command: str, tmp_path: Path, substitutions: dict, timeout: int = 600) -> str:
+    argv = as_argv(command, substitutions)
+    proc = subprocess.run(argv, cwd=str(tmp_path), env=worker_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    return output
+
+
+def test_search_space_fixed_values_apply_as_printed(tmp_path: Path) -> None:
+    """README "Fixed values": Pendulum's gamma 0.95 is overridden by the design document's fixed 0.99."""
+    command = readme_command("Selection strategies and search spaces", "task=Pendulum", "ppo_design_doc")
+    workspace = tmp_path / "ws"
+    output = run_as_printed(command, tmp_path, {"pbt.workspace": workspace})
+    assert "fixes train.params.config.gamma=0.99 for a fresh member, overriding the task's configured value 0.95" \
+        in output
+    (entry,) = WorkspaceReader(workspace, 2).read_lineage(0)
+    assert entry.params_after["train.params.config.gamma"] == 0.99
+
+
+def test_reward_shaping_guard_as_printed(tmp_path: Path) -> None:
+    """README "Reward-shaping keys ...": the Reacher scheme that mutates task.env.actionCost is refused
+    under pbt.objective=episode_return before anything is written, and trains under the task's objective."""
+    section = readme_section("Configuration reference")
+    refused = readme_command("Configuration reference", "reacher_shaping", "pbt.objective=episode_return")
+    proc = subprocess.run(as_argv(refused, {"pbt.workspace": tmp_path / "refused"}), cwd=str(tmp_path),
+                          env=worker_env(), capture_output=True, text=True, timeout=600)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "reward-shaping key(s) task.env.actionCost of task Reacher" in output, output[-3000:]
+    assert "pbt.allow_reward_shaping_mutation=true" in output and "pbt.allow_reward_shaping_mutation" in section
+    assert not (tmp_path / "refused").exists()
+    accepted = [c for c in bash_commands(section) if "reacher_shaping" in c and "pbt.objective" not in c]
+    assert len(accepted) == 1, accepted
+    output = run_as_printed(accepted[0], tmp_path, {"pbt.workspace": tmp_path / "ws"})
+    assert "PBT mutates reward-shaping key(s) task.env.actionCost of task Reacher" in output
+    assert parse_summary(output)["frames"] >= 20000
+
+
+def test_trpo_skrl_keys_as_printed(tmp_path: Path) -> None:
+    """README "TRPO learner": skrl's keys and an alias on the command line train, the alias noted."""
+    command = readme_command("TRPO learner", "random_timesteps", "learning_starts", "kl_adaptive")
+    output = run_as_printed(command, tmp_path, {})
+    assert "trpo: train.params.config.discount_factor=0.99 is skrl's name of rl_games' gamma" in output
+    assert parse_summary(output)["frames"] >= 20000

@@ -40,13 +40,15 @@ def mutate(
     values changed, further keys (drawn at random among the unchanged ones) are mutated until
     enough changed or none is left. ``bounds`` (``{key: {min, max, scale}}``) clamps every mutated
     value; ``scale: linear`` turns mutate_float's x*k into an additive step of (k-1)*(max-min).
-    Keys of the search ``space`` mutate inside it (:func:`_mutate_in_space`), scheme or not.
+    Keys of the search ``space`` mutate inside it (:func:`_mutate_in_space`), scheme or not; its fixed
+    keys do not mutate.
     """
     bounds = bounds or {}
     space = space or SearchSpace({})
     ranges = {GENERAL_RANGE: (change_min, change_max), DISCOUNT_RANGE: tuple(discount_range)}
     mutated = dict(params)
-    keys = [key for key in sorted(params) if key in scheme or key in space]
+    # A fixed key of the space never mutates (a resumed member keeps a value recorded before it was fixed).
+    keys = [key for key in sorted(params) if (key in scheme or key in space) and not (key in space and space.dims[key].fixed)]
 
     def one(key: str) -> Any:
         if key in space:
@@ -196,9 +198,13 @@ def check_value(key: str, value: Any, scheme: Mapping[str, str],
     """``value`` of the hyperparameter ``key`` as a member may train with it: a number of the type
     its mutation keeps (int: a whole number), finite, inside the mutation's own range and the
     key's ``pbt.bounds``. InvalidValueError naming the key otherwise. A key outside the scheme
-    only needs to be a finite number. A key of the search ``space`` must lie inside it instead."""
+    only needs to be a finite number. A key of the search ``space`` must lie inside it instead,
+    except that a fixed key binds fresh members only: another value there (recorded by a member
+    that started before the key was fixed) is checked as if the key were outside the space."""
     if space is not None and key in space:
-        return space.dims[key].check(value)
+        dim = space.dims[key]
+        if not dim.fixed or dim.contains(value):
+            return dim.check(value)
     bound = (bounds or {}).get(key)
     name = scheme.get(key)
     mutation = get_mutation(name) if name is not None else HyperparameterMutation("(no mutation)", _unused)

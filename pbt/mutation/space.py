@@ -9,12 +9,16 @@ Selected with ``pbt/search_space=<name>`` (``configs/pbt/search_space/<name>.yam
   (in (0, 1)): a mutation multiplies by one of them and rounds, moving at least one step
   (AgileRL's ``RLParameter``); without them a mutation moves +/-1;
 - ``choice``: ``values`` (a list), or ``divisors_of`` (config keys whose product is the batch,
-  e.g. horizon_length and num_actors) with optional ``low``/``high``: every divisor in range.
+  e.g. horizon_length and num_actors) with optional ``low``/``high``: every divisor in range;
+- ``fixed: <value>`` (no type), the same as a choice of that one value: a fixed key. A fresh member
+  takes its value, whatever the task's config says (:func:`fixed_overrides`); a resumed member or a
+  donor keeps a recorded value of its own, checked like a key outside the space.
 
 Inside the space every change stays inside: ranges are clamped, ints stay ints, a choice moves
 to a neighbour in its list, and a value of 0 (which no multiplication moves) is resampled.
 Standard library only (Python 3.8).
 """
+import logging
 import math
 import random
 from dataclasses import dataclass
@@ -24,13 +28,15 @@ from pbt.errors import ConfigError, did_you_mean
 from pbt.keys import get_by_key, has_key, missing_key_error
 from pbt.mutation.base import InvalidValueError
 
+log = logging.getLogger(__name__)
+
 LOGUNIFORM = "loguniform"
 UNIFORM = "uniform"
 INT = "int"
 CHOICE = "choice"
 TYPES: Tuple[str, ...] = (LOGUNIFORM, UNIFORM, INT, CHOICE)
 """Values of a dimension's ``type``."""
-_FIELDS = ("type", "low", "high", "values", "divisors_of", "grow_factor", "shrink_factor")
+_FIELDS = ("type", "low", "high", "values", "divisors_of", "grow_factor", "shrink_factor", "fixed")
 AUTO = "auto"
 """A configured value (the shipped train configs' ``minibatch_size``) a fresh member's sample replaces."""
 
@@ -53,6 +59,12 @@ class Dimension:
     @property
     def continuous(self) -> bool:
         return self.type in (LOGUNIFORM, UNIFORM)
+
+    @property
+    def fixed(self) -> bool:
+        """One value only (``fixed: v`` or a choice of one value): what a fresh member takes; never
+        mutated. (A batch with a single divisor in range is not fixed: it depends on the batch.)"""
+        return self.type == CHOICE and len(self.values) == 1 and not self.divisors_of
 
     def sample(self, rng: random.Random) -> Any:
         """A value drawn from the whole dimension."""
@@ -194,11 +206,12 @@ class SearchSpace:
 
     def perturb(self, params: Mapping[str, Any], rng: random.Random, factors: Sequence[float],
                 resample_probability: float) -> Dict[str, Any]:
-        """PBT's perturbation of every key of the space: resampled with ``resample_probability``,
-        else multiplied by a random one of ``factors`` (discrete keys: one step that way)."""
+        """PBT's perturbation of every key of the space but the fixed ones: resampled with
+        ``resample_probability``, else multiplied by a random one of ``factors`` (discrete keys: one
+        step that way)."""
         out = dict(params)
         for key in sorted(self.dims):
-            if key not in out:
+            if key not in out or self.dims[key].fixed:
                 continue
             dim = self.dims[key]
             if rng.random() < resample_probability:
@@ -228,6 +241,12 @@ def _dimension(where: str, key: str, spec: Any) -> Dimension:
     if unknown:
         hint = did_you_mean(unknown[0], list(_FIELDS))
         raise ConfigError(f"{where} has unknown field(s) {', '.join(unknown)}.{hint} Fields: {', '.join(_FIELDS)}.")
+    if "fixed" in spec:
+        others = sorted(set(map(str, spec)) - {"fixed"})
+        if others:
+            raise ConfigError(f"{where}: fixed takes no other field (got {', '.join(others)}); write "
+                              f"{{fixed: <value>}}, or a type with its fields.")
+        return Dimension(key, CHOICE, values=(_fixed_value(where, spec["fixed"]),))
     kind = str(spec.get("type", ""))
     if kind not in TYPES:
         raise ConfigError(f"{where}.type {kind!r} is not a search space type.{did_you_mean(kind, list(TYPES))} "
@@ -277,6 +296,19 @@ def _choice(where: str, key: str, spec: Mapping[str, Any], low: Optional[float],
     return Dimension(key, CHOICE, values=tuple(values))
 
 
+def _fixed_value(where: str, value: Any) -> Any:
+    """A fixed value as given; a numeric string (PyYAML reads 1e-5 as one) becomes a float."""
+    if value is None or isinstance(value, (Mapping, list, tuple)):
+        raise ConfigError(f"{where}.fixed must be a single value (a number or a word), got {value!r}.")
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return number if math.isfinite(number) else value
+    return value
+
+
 def _number(where: str, field_name: str, value: Any) -> Optional[float]:
     if value is None:
         return None
@@ -295,8 +327,9 @@ def resolve_space(space: SearchSpace, resolved_config: Mapping[str, Any]) -> Sea
 
     ConfigError listing every problem, each naming its key: a key the config does not have (with
     the nearest existing keys), a ``divisors_of`` key that is not a positive whole number or leaves
-    no divisor in range, a configured value missing from its choice list (``auto`` excepted: a
-    fresh member's sample replaces it).
+    no divisor in range, a configured value missing from a choice list of several values (``auto``
+    excepted: a fresh member's sample replaces it). A fixed key (one value) may differ from the
+    configured value: a fresh member takes the fixed one (:func:`fixed_overrides`).
     """
     problems: List[str] = []
     dims: Dict[str, Dimension] = {}
@@ -311,13 +344,42 @@ def resolve_space(space: SearchSpace, resolved_config: Mapping[str, Any]) -> Sea
                 continue
             dim = expanded
         current = get_by_key(resolved_config, key)
-        if dim.type == CHOICE and not dim.contains(current) and current != AUTO:
+        if dim.type == CHOICE and not dim.fixed and not dim.contains(current) and current != AUTO:
+            # The configured value is where a member that does not draw starts (initial_mutation=false,
+            # checkpoint=) and what a resumed member falls back to; several values name none to take.
             problems.append(f"'{key}': the configured value {current!r} is not in its choice list "
-                            f"{list(dim.values)}; set {key}=<one of them> or add it to the list.")
+                            f"{list(dim.values)}, and a list of several values does not say which one to "
+                            f"take instead (a member that does not draw, pbt.initial_mutation=false or "
+                            f"checkpoint=..., starts from the configured value); set {key}=<one of them>, "
+                            f"add it to the list, or fix the key with one value ({{fixed: <value>}}).")
         dims[key] = dim
     if problems:
         raise ConfigError("Invalid PBT search space (pbt.search_space):\n  - " + "\n  - ".join(problems))
     return SearchSpace(dims)
+
+
+def fixed_overrides(space: SearchSpace, params: Mapping[str, Any]) -> Dict[str, Tuple[Any, Any]]:
+    """key -> (value in ``params``, fixed value) for each fixed key of the space whose value in
+    ``params`` (a fresh member's, from the task's config) differs from the fixed one."""
+    out: Dict[str, Tuple[Any, Any]] = {}
+    for key in sorted(space.dims):
+        dim = space.dims[key]
+        if dim.fixed and key in params and not _same_value(params[key], dim.values[0]):
+            out[key] = (params[key], dim.values[0])
+    return out
+
+
+def with_fixed_values(space: SearchSpace, configured: Mapping[str, Any], params: Mapping[str, Any],
+                      policy_idx: int) -> Dict[str, Any]:
+    """A fresh member's ``params`` with the space's fixed values (a sample already holds them;
+    pbt.initial_mutation=false and checkpoint= do not sample), each that overrides the
+    ``configured`` value logged."""
+    out = dict(params)
+    for key, (value, fixed) in fixed_overrides(space, configured).items():
+        out[key] = fixed
+        log.info("PBT policy %d: the search space fixes %s=%r for a fresh member, overriding the task's "
+                 "configured value %r (a resumed member keeps its recorded value)", policy_idx, key, fixed, value)
+    return out
 
 
 def _divisors(dim: Dimension, resolved_config: Mapping[str, Any], problems: List[str]) -> Optional[Dimension]:

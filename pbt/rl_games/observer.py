@@ -89,9 +89,11 @@ class WorkerObserver(AlgoObserver):
             self.cfg["pbt"]["enabled"] = False
         if self.cfg.get("pbt", {}).get("enabled"):
             from pbt.member import PbtMember
+            from pbt.tasks.registry import reward_shaping, task_ref_of
 
             run_dir = Path(self.cfg["train_dir"]) / self.cfg["train"]["params"]["config"]["full_experiment_name"]
-            self.member = PbtMember(self.cfg, run_dir, sys.argv[1:])
+            shaping = reward_shaping(task_ref_of(self.cfg["task"]))
+            self.member = PbtMember(self.cfg, run_dir, sys.argv[1:], shaping=shaping)
             self.cfg = self.member.startup()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.on_stop_signal)

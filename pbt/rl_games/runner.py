@@ -19,7 +19,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pbt.config import ELASTIC
 from pbt.devices import default_torch_threads, resolve_device
 from pbt.errors import ConfigError
-from pbt.tasks.registry import TaskRef, build_task, parse_task, prepare_backend
+from pbt.rl_games.trpo.settings import resolve_aliases
+from pbt.tasks.registry import TaskRef, build_task, prepare_backend, task_ref_of
 
 if TYPE_CHECKING:
     from pbt.rl_games.observer import WorkerObserver
@@ -81,6 +82,9 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
         plain: Dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     except Exception as exc:  # omegaconf raises several unrelated types for bad interpolations
         raise ConfigError(f"Could not resolve the configuration: {exc}. Check the overrides you passed.") from exc
+    if str(plain["train"]["params"].get("algo", {}).get("name")) == "trpo":
+        for note in resolve_aliases(plain["train"]["params"]["config"], command_line_keys(TRAIN_CONFIG)):
+            log.info("trpo: %s", note)
     minibatch_size(plain["train"]["params"]["config"])  # an impossible minibatch fails now, not in rl_games
     refuse_other_learners_keys(plain)
     return plain
@@ -108,6 +112,20 @@ def refuse_other_learners_keys(plain: Mapping[str, Any]) -> None:
             f"train.params.algo.name=trpo); the learner is {name}: choose a TRPO train config (e.g. "
             f"train=PendulumTRPO) or remove the key{'s ' + ', '.join(stray) if len(stray) > 1 else ''}."
         )
+
+
+TRAIN_CONFIG = "train.params.config."
+
+
+def command_line_keys(prefix: str) -> List[str]:
+    """The keys under ``prefix`` that this run's command line overrides (Hydra's record of them; none
+    outside a Hydra app)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    keys = [str(o).split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task]
+    return [k[len(prefix):] for k in keys if k.startswith(prefix)]
 
 
 #: ``minibatch_size: auto`` (the shipped train configs): the batch split into ``num_minibatches``.
@@ -233,13 +251,4 @@ def summarize(observer: "WorkerObserver", wall_time: float) -> RunSummary:
 
 def task_ref(cfg: DictConfig) -> TaskRef:
     """Which task the composed config describes (``task.kind`` is set by the family configs)."""
-    kind = str(cfg.task.get("kind", "builtin"))
-    name = str(cfg.task.get("name", "") or "")
-    if kind == "builtin":
-        return parse_task(name)
-    if not name:
-        example = {"imported": "my_package.my_module:MyTask", "isaacgym": "Ant", "envpool": "HalfCheetah-v4",
-                   "isaaclab": "Isaac-Cartpole-Direct"}
-        raise ConfigError(f"task={kind} needs the task's name: task={kind}/{example.get(kind, '<name>')}"
-                          if kind != "imported" else f"task=imported needs task.name={example[kind]}")
-    return TaskRef(kind, name)
+    return task_ref_of(cfg.task)

@@ -17,6 +17,12 @@ actions in [-1, 1]), ``num_states`` (an asymmetric critic's state size), ``get_e
 keys of task parameters the running task reads at every step (``task.env.<field>``, e.g. reward
 scales) -> a function applying a new value, so PBT changes them in place instead of restarting. Tasks written in torch may subclass
 :class:`pbt.tasks.vectask.VecTask`, which adds desynchronised first episodes.
+
+Optional class attributes, read at start-up without building the task (the guard on reward-shaping
+mutation, :mod:`pbt.mutation.shaping`): ``reward_shaping_keys``, the full config keys that shape the
+reward (``("task.env.actionCost",)``; shell-style patterns such as ``task.env.*RewScale`` work), and
+``reports_true_objective = True`` when ``extras["true_objective"]`` is reported. PBT then refuses to
+mutate those keys while it ranks members by the return they shape.
 """
 from typing import Any, Dict, Protocol, Tuple
 

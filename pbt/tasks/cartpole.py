@@ -49,6 +49,8 @@ class Cartpole(VecTask):
     num_obs = 4
     num_actions = 1
     default_episode_length = 500
+    reward_shaping_keys = ("task.env.actionCost",)
+    reports_true_objective = True
 
     def __init__(
         self,

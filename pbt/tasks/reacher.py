@@ -63,6 +63,8 @@ class Reacher(VecTask):
     num_obs = 8  # 10 with env.observeTip
     num_actions = 2
     default_episode_length = 200
+    reward_shaping_keys = ("task.env.actionCost",)
+    reports_true_objective = True
 
     def __init__(
         self,

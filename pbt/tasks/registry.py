@@ -12,12 +12,14 @@ The non-built-in forms are rewritten before Hydra composes the config into a con
 choice plus ``task.name`` (``task=imported task.name=my_package.my_module:MyTask``), so Hydra only
 ever sees options that exist under ``configs/task/``. Nothing here imports torch.
 """
+import fnmatch
 import importlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
-from pbt.errors import TaskError, did_you_mean
+from pbt.errors import ConfigError, TaskError, did_you_mean
+from pbt.mutation.shaping import RewardShaping
 from pbt.tasks.base import check_task_interface
 from pbt.tasks.isaacgym import build_isaacgym_task, import_isaacgym
 
@@ -128,6 +130,49 @@ def import_task_class(path: str) -> Callable[..., Any]:
         raise TaskError(
             f"task={path}: module '{module_name}' has no attribute '{cls_name}'.{did_you_mean(cls_name, names)}"
         ) from None
+
+
+def task_ref_of(task_cfg: Mapping[str, Any]) -> TaskRef:
+    """Which task the composed config's ``task`` block describes (``kind`` is set by the family configs)."""
+    kind = str(task_cfg.get("kind", "builtin"))
+    name = str(task_cfg.get("name", "") or "")
+    if kind == "builtin":
+        return parse_task(name)
+    if not name:
+        example = {"imported": "my_package.my_module:MyTask", "isaacgym": "Ant", "envpool": "HalfCheetah-v4",
+                   "isaaclab": "Isaac-Cartpole-Direct"}
+        raise ConfigError(f"task={kind} needs the task's name: task={kind}/{example.get(kind, '<name>')}"
+                          if kind != "imported" else f"task=imported needs task.name={example[kind]}")
+    return TaskRef(kind, name)
+
+
+#: Reward-shaping config keys of the task families whose classes declare none: Isaac Gym tasks' reward
+#: scales, bonuses, penalties, costs and weights (IsaacGymEnvs' Ant headingWeight/actionsCost,
+#: AllegroKuka's *RewScale, ShadowHand's *RewardScale/fallPenalty ...), Isaac Lab's reward term weights
+#: and direct envs' rew_scale_*, and the MuJoCo reward weights envpool takes as kwargs.
+FAMILY_REWARD_SHAPING: Dict[str, Tuple[str, ...]] = {
+    "isaacgym": ("task.env.*rew*", "task.env.*bonus*", "task.env.*penalty*", "task.env.*cost*",
+                 "task.env.*weight*"),
+    "isaaclab": ("task.env.rewards.*.weight", "task.env.rew_scale_*"),
+    "envpool": ("task.env.kwargs.*reward*", "task.env.kwargs.*cost*"),
+}
+#: IsaacGymEnvs tasks known to report ``extras["true_objective"]`` (DexPBT's AllegroKuka family).
+ISAACGYM_TRUE_OBJECTIVE = ("AllegroKuka*",)
+
+
+def reward_shaping(ref: TaskRef) -> RewardShaping:
+    """Which config keys shape the task's reward, and whether it reports its own objective: a built-in or
+    user task class's ``reward_shaping_keys`` and ``reports_true_objective`` (pbt/tasks/base.py; the
+    class is imported, not built), the family's keys otherwise."""
+    if ref.kind in ("builtin", "imported"):
+        cls = import_task_class(BUILTIN_TASKS[ref.name] if ref.kind == "builtin" else ref.name)
+        keys = getattr(cls, "reward_shaping_keys", ()) or ()
+        if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+            raise TaskError(f"task={ref.name}: reward_shaping_keys must be a sequence of config keys "
+                            f"(e.g. ('task.env.actionCost',)), got {keys!r}.")
+        return RewardShaping(ref.name, tuple(keys), bool(getattr(cls, "reports_true_objective", False)))
+    reports = ref.kind == "isaacgym" and any(fnmatch.fnmatchcase(ref.name, p) for p in ISAACGYM_TRUE_OBJECTIVE)
+    return RewardShaping(f"{ref.kind}/{ref.name}", FAMILY_REWARD_SHAPING.get(ref.kind, ()), reports)
 
 
 def build_task(

@@ -32,6 +32,11 @@ class VecTask:
     num_actions: int = 0
     #: Default episode length in control steps (overridable with ``env.episodeLength``).
     default_episode_length: int = 200
+    #: Config keys that shape the reward (``task.env.actionCost``): PBT refuses to mutate them while it
+    #: ranks by the shaped return (pbt/mutation/shaping.py).
+    reward_shaping_keys: Tuple[str, ...] = ()
+    #: True when ``extras["true_objective"]`` is reported (PBT's default objective is then not the reward).
+    reports_true_objective: bool = False
 
     def __init__(
         self,

@@ -136,6 +136,26 @@ def test_start_up_checks_name_the_key() -> None:
     message = str(info.value)
     assert "learnig_rate" in message and "learning_rate" in message  # the nearest existing key
     assert f"'{C}mini_epochs': the configured value 4 is not in its choice list [5, 10, 15, 20]" in message
+    assert "a list of several values does not say which one to take" in message
+
+
+def test_a_fixed_key_may_differ_from_the_configured_value() -> None:
+    for spec in ({"type": "choice", "values": [0.99]}, {"fixed": 0.99}, {"fixed": "0.99"}):
+        resolved = resolve_space(parse_space("s", {C + "gamma": spec}), resolved_config(gamma=0.95))
+        assert resolved.dims[C + "gamma"].fixed and resolved.dims[C + "gamma"].values == (0.99,)
+    with pytest.raises(ConfigError, match="fixed takes no other field"):
+        parse_space("s", {C + "gamma": {"fixed": 0.99, "type": "choice"}})
+    with pytest.raises(ConfigError, match="must be a single value"):
+        parse_space("s", {C + "gamma": {"fixed": [0.9, 0.99]}})
+
+
+def test_a_fixed_key_binds_fresh_members_only_and_still_checks_recorded_values() -> None:
+    explore = ExploreConfig.from_flat({"search_space": {C + "gamma": {"fixed": 0.99}}})
+    keys = [C + "gamma"]
+    assert checked_params({C + "gamma": 0.97}, keys, explore.mutation, explore.bounds, explore.search_space) == \
+        ({C + "gamma": 0.97}, [])  # recorded before the key was fixed: kept
+    _, problems = checked_params({C + "gamma": 5.0}, keys, explore.mutation, explore.bounds, explore.search_space)
+    assert len(problems) == 1 and "gamma" in problems[0]  # still inside mutate_discount's own range
 
 
 def test_divisors_of_the_batch() -> None:
@@ -200,6 +220,52 @@ def test_a_resumed_member_never_redraws(tmp_path: Path) -> None:
     member.close()
     resumed = PbtMember(member_cfg(tmp_path / "ws", 1, seed=99), tmp_path / "run", []).startup()
     assert resumed["train"]["params"]["config"] == first
+
+
+def test_a_fixed_key_never_mutates_or_perturbs() -> None:
+    explore = ExploreConfig.from_flat({"search_space": {C + "gamma": {"fixed": 0.99}, **SPACE}, "mutation_rate": 1.0,
+                                       "mutation": {C + "gamma": "mutate_discount"}})
+    params = {C + "gamma": 0.97, C + "learning_rate": 3e-4, C + "e_clip": 0.2, C + "horizon_length": 32,
+              C + "mini_epochs": 10, C + "entropy_coef": 0.01}
+    for seed in range(20):
+        assert mutate_params(params, explore, random.Random(seed))[C + "gamma"] == 0.97
+        assert perturb(params, explore, random.Random(seed), [0.8, 1.2], 1.0)[C + "gamma"] == 0.97
+
+
+def test_fresh_members_take_the_fixed_values_over_the_tasks(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Pendulum's train config has gamma 0.95; the design document fixes 0.99."""
+    for name, pbt in (("sampled", {}), ("unsampled", {"initial_mutation": False})):
+        cfg = member_cfg(tmp_path / name, 0, **pbt)
+        cfg["train"]["params"]["config"]["gamma"] = 0.95
+        with caplog.at_level(logging.INFO, logger="pbt.mutation.space"):
+            member = PbtMember(cfg, tmp_path / f"run_{name}", [])
+            config = member.startup()["train"]["params"]["config"]
+        member.close()
+        assert (config["gamma"], config["tau"]) == (0.99, 0.95)
+        assert any(f"fixes {C}gamma=0.99 for a fresh member, overriding the task's configured value 0.95"
+                   in r.getMessage() for r in caplog.records)
+        assert not any(f"fixes {C}tau" in r.getMessage() for r in caplog.records)  # 0.95 already
+        entry = member.workspace.read_lineage(0)[0]
+        assert entry.params_before[C + "gamma"] == 0.95 and entry.params_after[C + "gamma"] == 0.99
+        caplog.clear()
+    assert entry.reason == "fixed values of the search space" and entry.params_after[C + "mini_epochs"] == 5
+    cfg = member_cfg(tmp_path / "from_checkpoint", 0)
+    cfg["train"]["params"]["config"]["gamma"] = 0.95
+    cfg["checkpoint"] = str(tmp_path / "some.pth")  # starts from weights: no sample, the fixed value still applies
+    member = PbtMember(cfg, tmp_path / "run_checkpoint", [])
+    assert member.startup()["train"]["params"]["config"]["gamma"] == 0.99
+    member.close()
+
+
+def test_a_resumed_member_keeps_its_recorded_value_of_a_fixed_key(tmp_path: Path) -> None:
+    cfg = member_cfg(tmp_path / "ws", 1, search_space={})  # started before the space fixed gamma
+    member = PbtMember(cfg, tmp_path / "run", [])
+    member.startup()
+    member.params[C + "gamma"] = 0.97
+    member.workspace.publish(1, 1000, 1.0, member.params, b"bytes")
+    member.close()
+    resumed = PbtMember(member_cfg(tmp_path / "ws", 1), tmp_path / "run", []).startup()
+    assert resumed["train"]["params"]["config"]["gamma"] == 0.97
 
 
 def test_start_up_warns_about_a_zero_that_never_moves(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

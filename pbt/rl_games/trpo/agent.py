@@ -28,6 +28,7 @@ from rl_games.common import a2c_common, datasets
 
 from pbt.errors import ConfigError
 from pbt.rl_games.trpo import optim, spmd
+from pbt.rl_games.trpo.schedule import build_scheduler
 from pbt.rl_games.trpo.settings import TrpoSettings
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,12 @@ class TrpoAgent(a2c_continuous.A2CAgent):
         log.info("trpo: max_kl_divergence=%g, value function in %d minibatches of %d samples x %d epochs",
                  self.trpo.max_kl_divergence, self.batch_size // self.minibatch_size, self.minibatch_size,
                  self.mini_epochs_num)
+        self.scheduler = build_scheduler(self.trpo, int(self.max_epochs), int(self.max_frames))
+        self.rollout_step = 0  # env steps of the current rollout (random_timesteps counts env steps)
+        if self.trpo.random_timesteps and not self.clip_actions and \
+                not bool(torch.isfinite(torch.cat([self.actions_low, self.actions_high])).all()):
+            raise ConfigError("train.params.config.random_timesteps needs a bounded action space to draw from, "
+                              "or clip_actions=True (actions in [-1, 1], rescaled to the bounds).")
         self.last_step: Dict[str, float] = {}
         #: Bumped whenever PBT changes this agent in place (rank 0 of a distributed run broadcasts it).
         self.generation = 0
@@ -88,6 +95,7 @@ class TrpoAgent(a2c_continuous.A2CAgent):
         spmd.follow_rank0(self)  # a PBT decision carried out on rank 0 reaches every rank
         self.set_eval()
         play_start = time.perf_counter()
+        self.rollout_step = 0
         with torch.no_grad():
             batch = self.play_steps_rnn() if self.is_rnn else self.play_steps()
         play_end = time.perf_counter()
@@ -96,6 +104,15 @@ class TrpoAgent(a2c_continuous.A2CAgent):
         self._refresh_input_normalizer(batch["obses"])
         self.prepare_dataset(batch)
         self.algo_observer.after_steps()
+        if self.env_steps() + self.rollout_step <= self.trpo.learning_starts:  # skrl: no update before learning_starts
+            if self.normalize_value:
+                spmd.average_buffers(self, self.model.value_mean_std)
+            self.last_step = {"accepted": 0.0, "step_fraction": 0.0, "kl": 0.0, "surrogate_gain": 0.0,
+                              "line_search_tries": 0.0}
+            zero = [torch.zeros((), device=self.ppo_device)]  # rl_games logs the means of these lists
+            end = time.perf_counter()
+            return (batch["step_time"], play_end - play_start, end - play_end, end - play_start, zero, zero, [], zero,
+                    zero, self.last_lr, 1.0)
         data = self.dataset.values_dict
         surrogate, kl, entropy = self.update_policy(data)
         value_losses = self.update_value()
@@ -108,6 +125,26 @@ class TrpoAgent(a2c_continuous.A2CAgent):
                 self.writer.add_scalar(f"trpo/{name}", value, self.frame)
         return (batch["step_time"], play_end - play_start, end - play_end, end - play_start, [-surrogate],
                 value_losses, [], [entropy], [kl], self.last_lr, 1.0)
+
+    def env_steps(self) -> int:
+        """Env steps (each a step of every env) before the current rollout, from the frame count."""
+        return int(self.frame) // max(1, int(self.num_actors) * int(self.num_agents))
+
+    def get_action_values(self, obs: Any) -> Dict[str, torch.Tensor]:
+        """The policy's actions, or for the first ``random_timesteps`` env steps uniform random ones (their
+        log-probability under the policy is recorded, so the ratios of an update on them are exact)."""
+        res = super().get_action_values(obs)
+        step = self.env_steps() + self.rollout_step
+        self.rollout_step += 1
+        if step >= self.trpo.random_timesteps:
+            return res
+        mus, sigmas = res["mus"], res["sigmas"]
+        noise = torch.rand_like(mus)
+        low, high = (-1.0, 1.0) if self.clip_actions else (self.actions_low, self.actions_high)
+        actions = low + (high - low) * noise
+        res["actions"] = actions
+        res["neglogpacs"] = torch.squeeze(self.model.neglogp(actions, mus, sigmas, torch.log(sigmas)))
+        return res
 
     def _refresh_input_normalizer(self, obs: torch.Tensor) -> None:
         # Once per batch, before the update (which keeps it fixed).
@@ -196,7 +233,8 @@ class TrpoAgent(a2c_continuous.A2CAgent):
                 loss.backward()
                 self.trancate_gradients_and_step()
                 losses.append(loss.detach())
-            lr, self.entropy_coef = self.scheduler.update(self.last_lr, self.entropy_coef, self.epoch_num, self.frame, 0.0)
+            lr, self.entropy_coef = self.scheduler.update(self.last_lr, self.entropy_coef, self.epoch_num, self.frame,
+                                                          self.last_step.get("kl", 0.0))
             self.last_lr = spmd.rank0_value(self, lr)
             self.update_lr(self.last_lr)
         return losses
