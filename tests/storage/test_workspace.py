@@ -135,12 +135,12 @@ def test_block_yaml_record_is_read_too(tmp_path: Path) -> None:
 @given(
     params=st.dictionaries(
         st.text(max_size=12),
-        st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20),
-                  st.lists(st.floats(allow_nan=False), max_size=3)),
+        st.one_of(st.none(), st.booleans(), st.integers(-2 ** 63 + 1, 2 ** 63 - 1), st.floats(),
+                  st.text(max_size=20), st.lists(st.floats(allow_nan=False), max_size=3)),
         max_size=6,
     ),
-    objective=st.one_of(st.none(), st.floats()),
-    returns=st.lists(st.floats(), max_size=5),
+    objective=st.one_of(st.none(), st.floats(-1e12, 1e12), st.sampled_from([math.nan, math.inf, -math.inf])),
+    returns=st.lists(st.floats(-1e12, 1e12), max_size=5),
 )
 def test_record_text_reads_back_exactly_with_yaml_safe_load(params: Dict[str, object], objective: float,
                                                             returns: List[float]) -> None:
