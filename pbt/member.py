@@ -91,6 +91,15 @@ def pbt_seed(cfg: PbtConfig, run_seed: int, frame: int) -> int:
     return zlib.crc32(f"{base}:{cfg.policy_idx}:{frame}".encode()) & 0x7FFFFFFF
 
 
+def configured_max_frames(cfg: Mapping[str, Any]) -> Optional[int]:
+    """The agent's configured ``max_frames`` (None: not set, or not a count)."""
+    try:
+        value = cfg["train"]["params"]["config"].get("max_frames")
+        return int(value) if value is not None and int(value) > 0 else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 class PbtMember:
     """Start-up and per-iteration PBT logic of one member (policy_idx) of the population."""
 
@@ -109,6 +118,7 @@ class PbtMember:
         warn_zero_valued(self.params, explore)
         self.network = NetworkTracker.from_config(self.pbt.explore.network_mutation, cfg)  # None: not evolved
         self.resume_record: Optional[Record] = None
+        self.joined_from: Optional[Record] = None  # the donor of the checkpoint it joined from (cfg.checkpoint)
         self.start_frame = 0
         self.replaced_at_frame = 0
         self.last_iteration = -1
@@ -193,11 +203,13 @@ class PbtMember:
     def _join(self) -> bool:
         """Join a running elastic population from its best member (:mod:`pbt.elastic`)."""
         assert self.elastic is not None
-        joined = self.elastic.join(self.workspace, self.check_peers(), self.params, self.run_dir, self.rng)
+        joined = self.elastic.join(self.workspace, self.check_peers(), self.params, self.run_dir, self.rng,
+                                   configured_max_frames(self.cfg))
         if joined is None:
             log.info("PBT policy %d: no live peer has an objective to join from; starting fresh", self.pbt.policy_idx)
             return False
         donor, path, params = joined
+        self.joined_from = donor
         resume_network(self.network, donor.network, f"member {donor.policy_idx}'s record", self.pbt.policy_idx)
         before, self.params = self.params, params
         self.cfg["checkpoint"] = str(path)

@@ -112,7 +112,16 @@ class WorkerObserver(AlgoObserver):
         self.score = MemberObjective(self.objective_key, EPISODE_RETURN_KEY, int(algo.num_actors))
         checkpoint = str(self.cfg.get("checkpoint") or "")
         if checkpoint:
-            self.restore(agent, load_state_file(checkpoint), checkpoint)
+            state = load_state_file(checkpoint)
+            donor = getattr(self.member, "joined_from", None)
+            problem = agent.state_problem(state, counts=True) if donor is not None else None
+            if problem is None:
+                self.restore(agent, state, checkpoint)
+            else:  # a joiner's donor does not fit: train fresh rather than die at every start
+                log.warning("member %d's checkpoint %s does not fit this agent (%s); this joiner starts fresh "
+                            "from frame 0", donor.policy_idx, checkpoint, problem)
+                self.member.refuse_donor(donor.policy_idx, f"its checkpoint does not fit this agent ({problem})",
+                                         donor.checksum)
         elif self.member is not None and self.member.resume_record is not None:
             record = self.member.resume_record
             self.restore(agent, self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}")
