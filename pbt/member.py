@@ -294,7 +294,7 @@ class PbtMember:
         own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
                                   network=network_value(self.network))
-        with self.workspace.store.scan():  # an object store: one listing serves the whole step
+        with self.workspace.store.scan(self.pbt.population_size):  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)
             peers[self.pbt.policy_idx] = own
             statuses = self.check_peers()

@@ -273,7 +273,7 @@ class WorkspaceReader:
         logged and left out, so one bad peer does not stop the population.
         """
         result: Dict[int, Record] = {}
-        with self.store.scan():  # one listing on an object store, not one per member
+        with self.store.scan(self._num_policies):  # one listing on an object store, not one per member
             for member_idx in self.population_indices():
                 try:
                     record = self.latest_record(member_idx, max_iteration, verify)
