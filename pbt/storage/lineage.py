@@ -12,6 +12,9 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from pbt.storage.bounds import MAX_FRAMES, bounded_float, is_number, wall_time
 
+MAX_PARAM_INT = 2 ** 63
+"""A hyperparameter int has a magnitude below this (as in records: plotting it never overflows)."""
+
 log = logging.getLogger(__name__)
 
 STARTUP = "startup"
@@ -52,9 +55,21 @@ def _opt_int(value: Any) -> Optional[int]:
 
 
 def _params(value: Any) -> Dict[str, Any]:
+    """Hyperparameters as written (lenient on types); an int too large for a float anywhere in them
+    raises ValueError: the line is refused (the tools plot these values)."""
     if not isinstance(value, Mapping):
         return {}
-    return {str(k): v for k, v in value.items()}
+    out = {str(k): v for k, v in value.items()}
+    pending: List[Any] = list(out.values())
+    while pending:  # iterative: a deep value cannot exhaust the stack
+        item = pending.pop()
+        if type(item) is int and abs(item) >= MAX_PARAM_INT:
+            raise ValueError(f"a hyperparameter is an int of {len(str(abs(item)))} digits")
+        if isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return out
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 survive extreme numbers, short_keys is linear, status escapes every control character, and
 pbt.replay refuses schedule keys PBT never changes (the run's identity, the task module)."""
 import json
+import math
 import time
 from pathlib import Path
 
@@ -73,3 +74,20 @@ def test_replay_refuses_keys_pbt_never_changes(key: str) -> None:
     with pytest.raises(ConfigError, match="never changes in PBT"):
         parse_schedule({"steps": [{"frame": 0, "params": {key: "evil:Module"}}]}, "schedule.yaml")
     assert parse_schedule({"steps": [{"frame": 0, "params": {LR: 1e-3}}]}, "s")[0].params == {LR: 1e-3}
+
+
+def test_analyze_survives_extreme_hyperparameter_values_in_a_lineage(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from pbt.tools.analyze import analyze
+
+    root = tmp_path / "ws"
+    for idx in (0, 1):
+        ws = Workspace(root, idx, 2)
+        ws.publish(1, 100, 1.0 + idx, {LR: 1e-3}, b"ckpt")
+        ws.append_lineage(LineageEntry(policy_idx=idx, iteration=1, frame=100, action="mutate",
+                                       params_before={LR: 1e-3}, params_after={LR: 2e-3}, time=time.time()))
+    with open(root / "001" / "lineage.jsonl", "ab") as f:
+        for value in (10 ** 400, [10 ** 400], {"a": 10 ** 400}, 1e308, -1e308, math.inf, math.nan, 2 ** 62):
+            f.write(json.dumps({"policy_idx": 1, "iteration": 2, "frame": 200, "action": "mutate", "mode": "inplace",
+                                "params_before": {LR: value}, "params_after": {LR: value}}).encode() + b"\n")
+    assert analyze(root, tmp_path / "out").best is not None  # OverflowError, then matplotlib's ValueError
