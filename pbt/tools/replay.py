@@ -22,6 +22,7 @@ import yaml
 
 from pbt.errors import ConfigError, PbtError
 from pbt.mutation.explore import frozen_reason
+from pbt.tools.display import printable
 from pbt.rl_games.agent import CONFIG, AgentAdapter
 
 log = logging.getLogger("pbt.replay")
@@ -266,7 +267,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         _SCHEDULE[:] = load_schedule(args[0])
         sys.argv = [sys.argv[0], *rewrite_task_overrides(args[1:])]
     except PbtError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {printable(exc)}", file=sys.stderr)
         sys.exit(2)
     _hydra_entry()()
 
