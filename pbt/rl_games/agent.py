@@ -117,6 +117,18 @@ def donor_optimizer_state(optimizer: Any, other: Mapping[str, Any]) -> Dict[str,
             "param_groups": own["param_groups"]}
 
 
+def _plain_score(value: Any) -> bool:
+    """True for a finite score within 1e12: a number, a numpy scalar or a one-element tensor (as
+    rl_games saves ``last_mean_rewards``); not a string, a bool or an array."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return False
+    try:
+        number = float(value.item() if hasattr(value, "item") else value)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        return False
+    return math.isfinite(number) and abs(number) <= 1e12
+
+
 def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, Any]:
     """The keys whose value differs, with their new values."""
     return {k: v for k, v in after.items() if before.get(k) != v}
@@ -238,9 +250,7 @@ class AgentAdapter:
         if getattr(algo, "has_central_value", False) and "assymetric_vf_optimizer" in out:
             out["assymetric_vf_optimizer"] = donor_optimizer_state(algo.central_value_net.optimizer,
                                                                    out["assymetric_vf_optimizer"])
-        best = out.get("last_mean_rewards")
-        plain = type(best) in (int, float) and math.isfinite(best) and abs(best) <= 1e12
-        if donor or not plain:
+        if donor or not _plain_score(out.get("last_mean_rewards")):
             out["last_mean_rewards"] = getattr(algo, "last_mean_rewards", -1000000000)
         if donor:
             out.pop("env_state", None)  # rl_games keeps the env's own state when given none

@@ -214,6 +214,9 @@ class Workspace(WorkspaceReader):
             raise WorkspaceError(f"export destination {dest} lies inside the workspace {root}, where retention may "
                                  "delete it; export into the member's own run directory instead.")
         state = self.load_checkpoint(record, member_idx)
+        if record.policy_idx != self.policy_idx:  # a donor gives tensors, not its bookkeeping
+            state.pop("last_mean_rewards", None)
+            state.pop("env_state", None)
         state["frame"] = int(frame)
         if epoch is not None:
             state["epoch"] = int(epoch)

@@ -10,6 +10,7 @@ import pytest
 from conftest import REPO
 
 torch = pytest.importorskip("torch")
+numpy = pytest.importorskip("numpy")
 
 from pbt.rl_games import make_adapter  # noqa: E402
 from pbt.rl_games.agent import AgentAdapter  # noqa: E402
@@ -80,6 +81,10 @@ def test_restore_keeps_the_configured_optimizer_settings_too(adapter: AgentAdapt
     adapter.restore(state, {"learning_rate": 1e-3, "value_learning_rate": 1e-3})
     assert [{k: v for k, v in g.items() if k not in ("params", "lr")} for g in algo.optimizer.param_groups] == settings
     assert type(algo.last_mean_rewards) is not str
+    own = copy.deepcopy(adapter.full_state())
+    own["last_mean_rewards"] = numpy.float32(17.5)  # as rl_games saves its best score
+    adapter.restore(own, {"learning_rate": 1e-3, "value_learning_rate": 1e-3})
+    assert float(algo.last_mean_rewards) == 17.5
 
 
 @pytest.mark.parametrize("moment", ["nan", "negative", "string"])
