@@ -214,9 +214,8 @@ class Workspace(WorkspaceReader):
             raise WorkspaceError(f"export destination {dest} lies inside the workspace {root}, where retention may "
                                  "delete it; export into the member's own run directory instead.")
         state = self.load_checkpoint(record, member_idx)
-        if record.policy_idx != self.policy_idx:  # a donor gives tensors, not its bookkeeping
+        if record.policy_idx != self.policy_idx:  # a donor's best score is not this member's
             state.pop("last_mean_rewards", None)
-            state.pop("env_state", None)
         state["frame"] = int(frame)
         if epoch is not None:
             state["epoch"] = int(epoch)
