@@ -115,6 +115,10 @@ def _place(path: Path, make: Callable[[Path], None]) -> None:
     make(path)
 
 
+JUNK_FIRST = 900000
+"""Iteration of the first junk record planted into a victim's directory (a soak leaves them out)."""
+
+
 class Planter:
     """Plants one attack per call to :meth:`step`, cycling through all of them (in random order)."""
 
@@ -273,7 +277,7 @@ class Planter:
         victim = self.ws / f"{self.rng.choice(self.victims):03d}"
         if victim.is_dir() and not victim.is_symlink():
             for k in range(25):
-                _put(victim / f"{900000 + k:06d}.yaml", b"")
+                _put(victim / f"{JUNK_FIRST + k:06d}.yaml", b"")
 
     def future_record(self) -> None:
         """A leader dated far in the future, with a frame count no member could have trained."""
