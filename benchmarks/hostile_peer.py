@@ -115,6 +115,10 @@ def _place(path: Path, make: Callable[[Path], None]) -> None:
     make(path)
 
 
+JUNK_FIRST = 900000
+"""Iteration of the first junk record planted into a victim's directory (a soak leaves them out)."""
+
+
 class Planter:
     """Plants one attack per call to :meth:`step`, cycling through all of them (in random order)."""
 
@@ -131,6 +135,8 @@ class Planter:
             self.leader_nul_name, self.leader_directory, self.deep_block_yaml, self.deep_flow_yaml,
             self.random_record, self.mistyped_record, self.fifo_record, self.fifo_heartbeat, self.fifo_lock,
             self.symlinked_lineage, self.symlinked_own_dir, self.victim_best_symlink, self.victim_lineage_symlink,
+            self.overflow_record, self.overflow_heartbeat, self.victim_lineage_overflow, self.victim_junk_records,
+            self.future_record, self.huge_network_record,
         ]
         self.order: List[Callable[[], None]] = []
 
@@ -240,6 +246,52 @@ class Planter:
             if lineage.exists() and not lineage.is_symlink():
                 os.rename(str(lineage), f"{lineage}.stolen-{self.planted}")
             _place(lineage, lambda p: os.symlink(str(self.outside / "rcfile"), str(p)))
+
+
+    # -- numbers and names (issue 25) ------------------------------------------------------------
+
+    def overflow_record(self) -> None:
+        """A leader whose numbers overflow a float (or any statistic over them)."""
+        self.iteration += 1
+        bad = self.rng.choice([{"objective": 10 ** 400}, {"time": 10 ** 400}, {"episode_returns": [1.0, 10 ** 400]},
+                               {"episode_returns": [1e308] * 8}, {"history": {"1": 1e308, "2": 1e308}},
+                               {"frame": 2 ** 62 - 1}])
+        _put(self.dir / f"{self.iteration:06d}.yaml",
+             record_text(self.attacker, self.iteration, f"{self.iteration:06d}.pth", "0" * 64, overrides=bad))
+
+    def overflow_heartbeat(self) -> None:
+        _put(self.dir / "heartbeat", self.rng.choice([
+            b'{"pid": Infinity, "host": "h", "token": "t", "time": 1.0}',
+            b'{"pid": 1, "host": "h", "token": "t", "time": 1e400, "state": "running"}',
+            b'{"pid": 1, "host": "h", "token": "t", "time": 1' + b"0" * 400 + b'}']))
+
+    def victim_lineage_overflow(self) -> None:
+        """One line of overflowing numbers appended to a victim's lineage (its own lines stay)."""
+        lineage = self.ws / f"{self.rng.choice(self.victims):03d}" / "lineage.jsonl"
+        if lineage.is_file() and not lineage.is_symlink():
+            with open(str(lineage), "ab") as fobj:
+                fobj.write(b'{"policy_idx": 0, "iteration": 1' + b"0" * 400 + b', "time": 1e20, "action": "keep"}\n')
+
+    def victim_junk_records(self) -> None:
+        """25 empty record files named above a victim's own, which retention used to rank first."""
+        victim = self.ws / f"{self.rng.choice(self.victims):03d}"
+        if victim.is_dir() and not victim.is_symlink():
+            for k in range(25):
+                _put(victim / f"{JUNK_FIRST + k:06d}.yaml", b"")
+
+    def future_record(self) -> None:
+        """A leader dated far in the future, with a frame count no member could have trained."""
+        self.iteration += 1
+        _put(self.dir / f"{self.iteration:06d}.yaml", record_text(
+            self.attacker, self.iteration, f"{self.iteration:06d}.pth", "0" * 64,
+            overrides={"time": time.time() + 1e7, "frame": 2 ** 53}))
+
+    def huge_network_record(self) -> None:
+        """A leader naming a network of 2 x 65536 units (a 16 GiB build)."""
+        self.iteration += 1
+        _put(self.dir / f"{self.iteration:06d}.yaml", record_text(
+            self.attacker, self.iteration, f"{self.iteration:06d}.pth", "0" * 64,
+            overrides={"network": {"units": [65536, 65536], "activation": "relu"}}))
 
 
 def make_outside(outside: Path) -> None:

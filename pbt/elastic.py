@@ -16,7 +16,8 @@ from pbt.config import PbtConfig
 from pbt.errors import CorruptRecordError, WorkspaceError
 from pbt.mutation import checked_params
 from pbt.mutation.scheme import mutate_params
-from pbt.selection.membership import Membership, join_donor, ranked_members, seconds_per_interval, window_seconds
+from pbt.selection.membership import (Membership, join_donor, plausible_frame, ranked_members, seconds_per_interval,
+                                      window_seconds)
 from pbt.selection.population import merge_params
 from pbt.storage import Record, Workspace
 from pbt.storage.liveness import ALIVE, RUNNING, PeerStatus
@@ -68,20 +69,24 @@ class ElasticPopulation:
         log.info("PBT policy %d (elastic population): %s", self.cfg.policy_idx, ", ".join(parts))
 
     def join(self, workspace: Workspace, statuses: Mapping[int, PeerStatus], params: Mapping[str, Any],
-             run_dir: Path, rng: Any) -> Optional[Tuple[Record, Path, Dict[str, Any]]]:
+             run_dir: Path, rng: Any, max_frames: Optional[int] = None) -> Optional[Tuple[Record, Path, Dict[str, Any]]]:
         """Join from the best member (``pbt.join=best``): (donor record, its checkpoint exported into
         ``run_dir`` at the donor's frame, mutated hyperparameters); None when no peer has an
-        objective yet (or none can be used: each refusal is logged), so the member starts fresh."""
+        objective yet (or none can be used: each refusal is logged), so the member starts fresh.
+        Donors are members alive and training whose frame count is plausible (below ``max_frames``)."""
         records = workspace.latest_records()
-        alive = {i for i, s in statuses.items() if s.state == ALIVE}
+        training = {i for i, s in statuses.items()
+                    if s.state == ALIVE and s.beat is not None and s.beat.state == RUNNING}
         refused: Set[int] = set()
         explore = self.cfg.explore
         while True:
-            donor = join_donor(self.cfg.policy_idx, records, alive, refused)
+            donor = join_donor(self.cfg.policy_idx, records, training, refused)
             if donor is None:
                 return None
             base = merge_params(params, donor)
             problems = checked_params(base, params, explore.mutation, explore.bounds, explore.search_space)[1]
+            implausible = plausible_frame(donor, self.cfg.interval_steps, max_frames)
+            problems = problems + ([implausible] if implausible else [])
             if problems:
                 log.warning("PBT policy %d: member %d is no donor to join from: %s", self.cfg.policy_idx,
                             donor.policy_idx, "; ".join(problems))

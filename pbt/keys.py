@@ -3,7 +3,7 @@
 No torch, no hydra: runs on Python 3.8 with the standard library only.
 """
 from difflib import get_close_matches
-from typing import Any, Dict, List, Mapping, MutableMapping, Sequence
+from typing import Any, Dict, List, Mapping, MutableMapping, Sequence, Tuple
 
 from pbt.errors import ConfigError, did_you_mean
 
@@ -100,13 +100,27 @@ def _close_keys(dotted_key: str, prefix: str, flat: List[str]) -> List[str]:
 def short_keys(keys: Sequence[str]) -> Dict[str, str]:
     """Full config key -> short display name: the last dotted component, or more components
     where two keys would otherwise share a name (``train.params.config.gamma`` -> ``gamma``;
-    ``...reward_shaper.scale_value`` -> ``scale_value``)."""
-    depth = {key: 1 for key in keys}
-    while True:
-        names = {key: ".".join(key.split(".")[-depth[key]:]) for key in keys}
-        clashes = [k for k in keys if sum(1 for n in names.values() if n == names[k]) > 1
-                   and depth[k] < len(k.split("."))]
-        if not clashes:
-            return names
-        for key in clashes:
-            depth[key] += 1
+    ``...reward_shaper.scale_value`` -> ``scale_value``): each key's shortest suffix no other key
+    ends with (the whole key when there is none). Linear in the keys' total length (keys come
+    from workspace files, which may hold thousands of components)."""
+    unique = list(dict.fromkeys(keys))
+    parts = {key: key.split(".") for key in unique}
+    counts: Dict[Tuple[int, str], int] = {}  # (trie node, component) -> keys through that edge
+    nodes: Dict[Tuple[int, str], int] = {}
+    for key in unique:
+        node = 0
+        for part in reversed(parts[key]):
+            edge = (node, part)
+            counts[edge] = counts.get(edge, 0) + 1
+            node = nodes.setdefault(edge, len(nodes) + 1)
+    names: Dict[str, str] = {}
+    for key in unique:
+        node, depth = 0, 0
+        for part in reversed(parts[key]):
+            edge = (node, part)
+            depth += 1
+            if counts[edge] == 1:
+                break
+            node = nodes[edge]
+        names[key] = ".".join(parts[key][-depth:])
+    return names

@@ -101,6 +101,15 @@ def startup_reason(cfg: PbtConfig, before: Mapping[str, Any], sample: Mapping[st
     return "fixed values of the search space" if params != sample else "initial mutation of a fresh member"
 
 
+def configured_max_frames(cfg: Mapping[str, Any]) -> Optional[int]:
+    """The agent's configured ``max_frames`` (None: not set, or not a count)."""
+    try:
+        value = cfg["train"]["params"]["config"].get("max_frames")
+        return int(value) if value is not None and int(value) > 0 else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 class PbtMember:
     """Start-up and per-iteration PBT logic of one member (policy_idx) of the population."""
 
@@ -121,6 +130,7 @@ class PbtMember:
         warn_zero_valued(self.params, explore)
         self.network = NetworkTracker.from_config(self.pbt.explore.network_mutation, cfg)  # None: not evolved
         self.resume_record: Optional[Record] = None
+        self.joined_from: Optional[Record] = None  # the donor of the checkpoint it joined from (cfg.checkpoint)
         self.start_frame = 0
         self.replaced_at_frame = 0
         self.last_iteration = -1
@@ -206,11 +216,13 @@ class PbtMember:
     def _join(self) -> bool:
         """Join a running elastic population from its best member (:mod:`pbt.elastic`)."""
         assert self.elastic is not None
-        joined = self.elastic.join(self.workspace, self.check_peers(), self.params, self.run_dir, self.rng)
+        joined = self.elastic.join(self.workspace, self.check_peers(), self.params, self.run_dir, self.rng,
+                                   configured_max_frames(self.cfg))
         if joined is None:
             log.info("PBT policy %d: no live peer has an objective to join from; starting fresh", self.pbt.policy_idx)
             return False
         donor, path, params = joined
+        self.joined_from = donor
         resume_network(self.network, donor.network, f"member {donor.policy_idx}'s record", self.pbt.policy_idx)
         before, self.params = self.params, params
         self.cfg["checkpoint"] = str(path)
@@ -295,7 +307,7 @@ class PbtMember:
         own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
                                   network=network_value(self.network))
-        with self.workspace.store.scan():  # an object store: one listing serves the whole step
+        with self.workspace.store.scan(self.pbt.population_size):  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)
             peers[self.pbt.policy_idx] = own
             statuses = self.check_peers()

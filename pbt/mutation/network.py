@@ -367,6 +367,15 @@ class NetworkTracker:
         """None when network mutations are off; ConfigError when the starting network does not fit."""
         return None if settings is None else cls(settings, validate_start(settings, cfg))
 
+    def within_limits(self, spec: Optional[NetworkSpec], what: str) -> Optional[NetworkSpec]:
+        """``spec`` when it lies inside this member's configured limits (max_units, max_layers,
+        activations: a peer's record never makes it build a larger network); else None, logged."""
+        problems = [] if spec is None else self.settings.check_spec(spec, what)
+        if problems:
+            logger.warning("not adopting %s: %s", what, "; ".join(problems))
+            return None
+        return spec
+
     def resume(self, saved: Any, source: str) -> Optional[str]:
         """Take the network saved in a record or lineage entry; why not (it is kept) otherwise."""
         if saved is None:
@@ -375,6 +384,9 @@ class NetworkTracker:
             spec = NetworkSpec.from_dict(saved, "network")
         except ValueError as exc:
             return f"{source} holds an invalid network ({exc})"
+        problems = self.settings.check_spec(spec, f"{source}'s network")
+        if problems:
+            return "; ".join(problems)
         self.spec = spec
         return None
 
@@ -398,7 +410,7 @@ class NetworkTracker:
         self.change = None
         if not acted or self.kind is None:
             return None
-        base = network_of(donor_network) or self.spec
+        base = self.within_limits(network_of(donor_network), "the donor's network") or self.spec
         self.change = plan_change(base, self.kind, self.settings, rng)
         return self.change
 

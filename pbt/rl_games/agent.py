@@ -85,11 +85,48 @@ def optimizer_mismatch(optimizer: Any, other: Any, where: str) -> Optional[str]:
         shapes.update({pid: tuple(param.shape) for pid, param in zip(ids, mine["params"])})
     for pid, entry in other["state"].items():
         if pid not in shapes or not isinstance(entry, Mapping):
-            return f"{where} has state for an unknown parameter {pid!r}"
+            return f"{where} has state for an unknown parameter {pid!r:.80}"
         for name, value in entry.items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0 and tuple(value.shape) != shapes[pid]:
+            if not isinstance(value, torch.Tensor):
+                if type(value) not in (int, float) or not math.isfinite(value) or abs(value) > 2 ** 53:
+                    return f"{where} state {pid}.{name!r:.80} is a {type(value).__name__}, not a tensor or count"
+                continue
+            if value.dim() > 0 and tuple(value.shape) != shapes[pid]:
                 return f"{where} state {pid}.{name} has shape {tuple(value.shape)}, its parameter {shapes[pid]}"
+            if (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all()):
+                return f"{where} state {pid}.{name} holds NaN or inf"
+            if name in _SQUARES and bool((value < 0).any()):
+                return f"{where} state {pid}.{name} holds negative second moments"
     return None
+
+
+_SQUARES = ("exp_avg_sq", "max_exp_avg_sq", "square_avg", "sum")
+"""Optimizer state that is a sum of squares (Adam, RMSprop, Adagrad): never negative."""
+
+
+def donor_optimizer_state(optimizer: Any, other: Mapping[str, Any]) -> Dict[str, Any]:
+    """``other``'s per-parameter state (the moments; checked by :func:`optimizer_mismatch`) under
+    ``optimizer``'s own ``param_groups``: a donor's hyperparameters (lr, betas, eps, maximize,
+    capturable, ...) are never loaded, only its tensors, mapped onto this optimizer's parameters
+    by position."""
+    own = optimizer.state_dict()
+    theirs = [pid for group in other["param_groups"] for pid in group["params"]]
+    mine = [pid for group in own["param_groups"] for pid in group["params"]]
+    ids = dict(zip(theirs, mine))
+    return {"state": {ids[pid]: dict(entry) for pid, entry in other["state"].items()},
+            "param_groups": own["param_groups"]}
+
+
+def _plain_score(value: Any) -> bool:
+    """True for a finite score within 1e12: a number, a numpy scalar or a one-element tensor (as
+    rl_games saves ``last_mean_rewards``); not a string, a bool or an array."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return False
+    try:
+        number = float(value.item() if hasattr(value, "item") else value)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        return False
+    return math.isfinite(number) and abs(number) <= 1e12
 
 
 def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, Any]:
@@ -198,12 +235,36 @@ class AgentAdapter:
             raise ConfigError(f"the checkpoint does not fit this agent: {problem}. It was written by an agent with "
                               "another network or observation/action space: start from a checkpoint of this "
                               "configuration, or set the network (train.params.network) it was trained with.")
-        self.algo.set_full_state_weights(state, set_epoch=True)
+        self.algo.set_full_state_weights(self.own_settings(state, donor=False), set_epoch=True)
+
+    def own_settings(self, state: Mapping[str, Any], donor: bool) -> Dict[str, Any]:
+        """``state`` (checked by :meth:`state_problem`) with this agent's own optimizer
+        hyperparameters (``param_groups``) in place of the checkpoint's: a checkpoint contributes
+        tensors only. A ``donor``'s ``last_mean_rewards`` (rl_games' best-ever score), mixed-precision
+        scaler and env state are replaced by this agent's own; a checkpoint of its own keeps them
+        when they are plain finite numbers."""
+        algo = self.algo
+        out = dict(state)
+        if getattr(algo, "optimizer", None) is not None and "optimizer" in out:
+            out["optimizer"] = donor_optimizer_state(algo.optimizer, out["optimizer"])
+        if getattr(algo, "has_central_value", False) and "assymetric_vf_optimizer" in out:
+            out["assymetric_vf_optimizer"] = donor_optimizer_state(algo.central_value_net.optimizer,
+                                                                   out["assymetric_vf_optimizer"])
+        if donor or not _plain_score(out.get("last_mean_rewards")):
+            out["last_mean_rewards"] = getattr(algo, "last_mean_rewards", -1000000000)
+        if donor:
+            out.pop("env_state", None)  # rl_games keeps the env's own state when given none
+            if getattr(algo, "mixed_precision", False):
+                out["scaler"] = algo.scaler.state_dict()
+            else:
+                out.pop("scaler", None)
+        return out
 
     def load_weights(self, state: Mapping[str, Any]) -> None:
-        """Load a donor's weights, optimizer state and normalizers, keeping the member's own frame
-        and epoch counts, and clear the score meters of the old policy."""
-        self.algo.set_full_state_weights(state, set_epoch=False)
+        """Load a donor's weights, optimizer moments and normalizers, keeping the member's own frame
+        and epoch counts, optimizer hyperparameters and bookkeeping (:meth:`own_settings`), and
+        clear the score meters of the old policy."""
+        self.algo.set_full_state_weights(self.own_settings(state, donor=True), set_epoch=False)
         for meter in self.SCORE_METERS:
             if hasattr(self.algo, meter):
                 getattr(self.algo, meter).clear()

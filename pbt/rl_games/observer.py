@@ -114,7 +114,7 @@ class WorkerObserver(AlgoObserver):
         self.score = MemberObjective(self.objective_key, EPISODE_RETURN_KEY, int(algo.num_actors))
         checkpoint = str(self.cfg.get("checkpoint") or "")
         if checkpoint:
-            self.restore(agent, load_state_file(checkpoint), checkpoint)
+            self.restore_checkpoint(agent, checkpoint)
         elif self.member is not None and self.member.resume_record is not None:
             record = self.member.resume_record
             self.restore(agent, self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}")
@@ -130,6 +130,20 @@ class WorkerObserver(AlgoObserver):
             self.exploiter = Exploiter(self.member, agent, self.score, scalars, task_setters=live() if live else None,
                                        before_exec=[self.stop_if_signalled, self.flush_writer],
                                        on_new_weights=self.new_weights)
+
+    def restore_checkpoint(self, agent: AgentAdapter, checkpoint: str) -> None:
+        """Restore ``checkpoint=`` (ConfigError when it does not fit); a joiner whose donor's
+        checkpoint does not fit trains fresh instead, the donor refused, rather than die at every start."""
+        state = load_state_file(checkpoint)
+        donor = getattr(self.member, "joined_from", None)
+        problem = agent.state_problem(state, counts=True) if donor is not None else None
+        if problem is None:
+            self.restore(agent, state, checkpoint)
+            return
+        log.warning("member %d's checkpoint %s does not fit this agent (%s); this joiner starts fresh from frame 0",
+                    donor.policy_idx, checkpoint, problem)
+        self.member.refuse_donor(donor.policy_idx, f"its checkpoint does not fit this agent ({problem})",
+                                 donor.checksum)
 
     def restore(self, agent: AgentAdapter, state: Dict[str, Any], source: str) -> None:
         """Load weights, optimizer, normalizers and frame count; then the configured hyperparameters."""

@@ -23,7 +23,7 @@ import copy
 import logging
 import math
 import re
-from typing import Any, Callable, Dict, List, Mapping, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import torch
 
@@ -66,6 +66,26 @@ def heads(state: Mapping[str, Any], chain: str, separate: bool) -> List[str]:
 
 def chains(state: Mapping[str, Any]) -> List[str]:
     return [chain for chain in CHAINS if chain_depth(state, chain) > 0]
+
+
+def spec_problem(model_state: Any, spec: NetworkSpec) -> Optional[str]:
+    """Why the weights ``model_state`` (a checkpoint's ``model``) are not a network ``spec``'s hidden
+    layers (None: they are), read from the tensor shapes before anything is built: a record naming
+    a network its checkpoint does not hold never makes a member or pbt.play allocate it."""
+    if not isinstance(model_state, Mapping):
+        return "the checkpoint holds no model weights"
+    found = chains(model_state)
+    if not found:
+        return "the checkpoint's model has no actor_critic MLP"
+    for chain in found:
+        depth = chain_depth(model_state, chain)
+        if depth != len(spec.units):
+            return f"its {chain} has {depth} hidden layers, the network {spec.describe()} {len(spec.units)}"
+        for layer, units in enumerate(spec.units):
+            shape = tuple(getattr(model_state[hidden_key(chain, layer)], "shape", ()))
+            if len(shape) != 2 or shape[0] != units:
+                return f"its {chain} layer {layer} has shape {shape}, the network {spec.describe()} {units} units"
+    return None
 
 
 def consumers(state: Mapping[str, Any], chain: str, layer: int, separate: bool) -> List[str]:

@@ -17,6 +17,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, AbstractSet, Dict, List, Optional, Tuple
 
+from pbt.storage.bounds import is_sample
 from pbt.storage.record import MAX_HISTORY
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 
 def _finite(value: Optional[float]) -> bool:
-    return value is not None and math.isfinite(value)
+    """A known objective a statistic may use: finite and within MAX_ABS_VALUE."""
+    return is_sample(value)
 
 
 def objective_at(record: "Record", iteration: int) -> Optional[float]:

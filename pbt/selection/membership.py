@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from pbt.storage.bounds import is_future
+
 if TYPE_CHECKING:
     from pbt.storage.record import Record
 
@@ -33,8 +35,13 @@ def ranked_members(own_idx: int, records: Mapping[int, "Record"], training: Abst
     for idx in sorted(records):
         if idx == own_idx:
             continue
-        age = max(0.0, now - records[idx].time)
-        if idx in training or age <= window_seconds:
+        stamp = records[idx].time
+        age = max(0.0, now - stamp)
+        if idx in training:
+            members.add(idx)
+        elif is_future(stamp, now):  # a clock far ahead, or a lie: not ranked for ever
+            left_out[idx] = f"newest record dated {stamp - now:.0f} s in the future, not training"
+        elif age <= window_seconds:
             members.add(idx)
         else:
             left_out[idx] = f"newest record {age:.0f} s old > window {window_seconds:.0f} s, not training"
@@ -64,11 +71,24 @@ def window_seconds(window: int, pace: Optional[float], since_start: float) -> fl
     return window * pace
 
 
+def plausible_frame(record: "Record", interval_steps: int, max_frames: Optional[int]) -> Optional[str]:
+    """Why ``record``'s frame count cannot be a joiner's (None: it can): it must say the iteration
+    the record says (``frame // interval_steps``) and lie below ``max_frames`` (a joiner taking
+    more would end at once)."""
+    if record.frame // interval_steps != record.iteration:
+        return (f"its frame {record.frame} is not iteration {record.iteration} at pbt.interval_steps="
+                f"{interval_steps}")
+    if max_frames is not None and max_frames > 0 and record.frame >= max_frames:
+        return f"its frame {record.frame} is not below max_frames={max_frames}"
+    return None
+
+
 def join_donor(own_idx: int, records: Mapping[int, "Record"], alive: AbstractSet[int],
                refused: AbstractSet[int] = frozenset()) -> Optional["Record"]:
     """The record a member joining with ``pbt.join=best`` starts from: the best finite objective
-    among peers whose heartbeat is fresh (training or finished) and not ``refused``; ties go to the
-    lower index. None: no such peer (the member starts fresh)."""
+    among ``alive`` peers (the caller passes those whose heartbeat is fresh and says training: a
+    finished member's frames are spent) not ``refused``; ties go to the lower index. None: no such
+    peer (the member starts fresh)."""
     candidates = [r for i, r in records.items()
                   if i != own_idx and i in alive and i not in refused and r.has_objective]
     if not candidates:

@@ -3,6 +3,8 @@ Isaac Gym's Python 3.8 without them)."""
 import math
 from typing import Optional, Sequence, Tuple
 
+from pbt.storage.bounds import is_sample
+
 
 def mean_var(values: Sequence[float]) -> Tuple[float, float]:
     """Mean and unbiased sample variance (two-pass, math.fsum)."""
@@ -62,8 +64,12 @@ def student_t_sf(t: float, df: float) -> float:
 def welch_greater(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
     """One-sided Welch t-test p-value for mean(a) > mean(b); None with fewer than 2 values each.
 
-    Identical constant samples give p = 0 when mean(a) > mean(b), else 1.
+    Identical constant samples give p = 0 when mean(a) > mean(b), else 1. Only finite values within
+    MAX_ABS_VALUE count (readers refuse others; a caller's list may still hold them), so nothing
+    here overflows.
     """
+    a = [float(v) for v in a if is_sample(v)]
+    b = [float(v) for v in b if is_sample(v)]
     if len(a) < 2 or len(b) < 2:
         return None
     mean_a, var_a = mean_var(a)

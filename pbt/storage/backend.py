@@ -106,10 +106,11 @@ class Store(Protocol):
         """Everything appended to ``key`` so far, in order. Raises NotFound when nothing was; Refused
         when it is over ``max_bytes`` or not a regular object."""
 
-    def scan(self) -> ContextManager[None]:
+    def scan(self, population: Optional[int] = None) -> ContextManager[None]:
         """A scan of the whole workspace (one PBT iteration's reads) runs inside this context: a store
         whose requests are costly may take one listing at its start and answer ``list``, ``stat`` and
-        unchanged small ``get`` s from it for the calling thread (others are not affected)."""
+        unchanged small ``get`` s from it for the calling thread (others are not affected).
+        ``population``: N of a fixed-size population, whose scan reads member directories 0..N-1 only."""
 
 
 class RefusalLog:

@@ -203,9 +203,14 @@ def deserialize_checkpoint(data: bytes, source: str) -> Dict[str, Any]:
     return state
 
 
-def load_state_file(path: PathLike) -> Dict[str, Any]:
+MAX_STATE_FILE_BYTES = 4 * 1024 ** 3
+"""Largest checkpoint file :func:`load_state_file` reads (it is read whole into memory)."""
+
+
+def load_state_file(path: PathLike, max_bytes: int = MAX_STATE_FILE_BYTES) -> Dict[str, Any]:
     """Load a checkpoint file the user named (``checkpoint=``) without executing code; a missing
-    file is a clear error. A FIFO or device there is refused, never blocks."""
+    file is a clear error. A FIFO or device there is refused, never blocks; a file over
+    ``max_bytes`` is refused unread."""
     import stat
 
     try:
@@ -215,8 +220,12 @@ def load_state_file(path: PathLike) -> Dict[str, Any]:
     except OSError as exc:
         raise CorruptRecordError(f"checkpoint={path}: cannot read it ({exc}).") from exc
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise CorruptRecordError(f"checkpoint={path}: not a regular file. Pass the path of a .pth file.")
+        if info.st_size > max_bytes:
+            raise CorruptRecordError(f"checkpoint={path}: {info.st_size} bytes, over the {max_bytes} byte cap; "
+                                     "not a checkpoint of this project's networks.")
         with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read()
     except (OSError, MemoryError) as exc:

@@ -10,6 +10,11 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional
 
+from pbt.storage.bounds import MAX_FRAMES, bounded_float, is_number, wall_time
+
+MAX_PARAM_INT = 2 ** 63
+"""A hyperparameter int has a magnitude below this (as in records: plotting it never overflows)."""
+
 log = logging.getLogger(__name__)
 
 STARTUP = "startup"
@@ -18,25 +23,53 @@ EXPLOIT_ACTIONS = ("replace", "mutate")
 
 
 def _number(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A lineage objective: None unless a number; NaN/inf kept (diverged); a finite value beyond
+    MAX_ABS_VALUE (or an int too large for a float) raises ValueError: the line is refused."""
+    if not is_number(value):
         return None
-    return float(value)
+    return bounded_float(value, "a number", allow_nonfinite=True)
+
+
+def _time(value: Any) -> float:
+    """A lineage time: 0.0 unless a number; a number outside 0..MAX_TIME raises ValueError."""
+    return wall_time(value, "time") if is_number(value) else 0.0
 
 
 def _int(value: Any, default: int = 0) -> int:
-    number = _number(value)
-    return int(number) if number is not None and math.isfinite(number) else default
+    number = _opt_int(value)
+    return default if number is None else number
 
 
 def _opt_int(value: Any) -> Optional[int]:
-    number = _number(value)
-    return int(number) if number is not None and math.isfinite(number) else None
+    """An int field: None unless a number; a finite float is truncated; one outside
+    -1..MAX_FRAMES (NaN and inf included) raises ValueError: the line is refused."""
+    if not is_number(value):
+        return None
+    if type(value) is float:
+        if not math.isfinite(value) or abs(value) > MAX_FRAMES:
+            raise ValueError(f"{value!r} is not a count")
+        value = int(value)
+    if not -1 <= value <= MAX_FRAMES:
+        raise ValueError(f"an int of {len(str(abs(value)))} digits is not a count")
+    return value
 
 
 def _params(value: Any) -> Dict[str, Any]:
+    """Hyperparameters as written (lenient on types); an int too large for a float anywhere in them
+    raises ValueError: the line is refused (the tools plot these values)."""
     if not isinstance(value, Mapping):
         return {}
-    return {str(k): v for k, v in value.items()}
+    out = {str(k): v for k, v in value.items()}
+    pending: List[Any] = list(out.values())
+    while pending:  # iterative: a deep value cannot exhaust the stack
+        item = pending.pop()
+        if type(item) is int and abs(item) >= MAX_PARAM_INT:
+            raise ValueError(f"a hyperparameter is an int of {len(str(abs(item)))} digits")
+        if isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return out
 
 
 @dataclass(frozen=True)
@@ -100,7 +133,8 @@ class LineageEntry:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LineageEntry":
         """Lenient: a missing or mistyped field takes its default (lineages are diagnostics, and old
-        or hand-edited files must not stop a tool)."""
+        or hand-edited files must not stop a tool); a number outside its bounds
+        (:mod:`pbt.storage.bounds`) raises ValueError, and :func:`parse_lineage` skips that line."""
         return cls(
             policy_idx=_int(data.get("policy_idx"), -1),
             iteration=_int(data.get("iteration")),
@@ -115,8 +149,8 @@ class LineageEntry:
             mode_reason=str(data.get("mode_reason") or ""),
             params_before=_params(data.get("params_before")),
             params_after=_params(data.get("params_after")),
-            time=_number(data.get("time")) or 0.0,
-            decided_at=_number(data.get("decided_at")) or 0.0,
+            time=_time(data.get("time")),
+            decided_at=_time(data.get("decided_at")),
             network=_params(data.get("network")) or None,
         )
 
@@ -142,5 +176,8 @@ def parse_lineage(data: bytes, source: str) -> List[LineageEntry]:
             log.warning("skipping line %d in %s: expected a JSON object, got %s", number, source,
                         type(parsed).__name__)
             continue
-        entries.append(LineageEntry.from_dict(parsed))
+        try:
+            entries.append(LineageEntry.from_dict(parsed))
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            log.warning("skipping line %d in %s: %s", number, source, exc)
     return entries

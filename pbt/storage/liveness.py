@@ -52,6 +52,7 @@ from typing import Any, Callable, Dict, Optional
 from pbt.errors import WorkspaceError
 from pbt.procfs import is_alive, process_start_time
 from pbt.storage.backend import NotFound, ObjectInfo, Refused, Store
+from pbt.storage.bounds import MAX_FRAMES, bounded_int, is_future, wall_time
 from pbt.storage.format import HEARTBEAT_FILE, LOCK_FILE, TAKEOVER_FILE
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,10 @@ MAX_LIVENESS_BYTES = 64 * 1024
 """A lock or heartbeat larger than this is not ours."""
 TAKEOVER_STALE_SECONDS = 60.0
 """A ``lock.takeover`` file older than this was left by a process killed while taking over."""
+MAX_PID = 2 ** 32
+"""Process ids lie in 0..MAX_PID (Linux: below 2**22)."""
+MAX_LIVENESS_TEXT = 1024
+"""Longest host name, token or state a lock or heartbeat may carry."""
 EMPTY_LOCK_GRACE_SECONDS = 10.0
 """An empty or unreadable lock older than this was left by a process killed while creating it."""
 
@@ -185,11 +190,26 @@ def read_heartbeat(store: Store, key: str) -> Optional[Beat]:
     try:
         d = _parse_json(data, str(path))
         frame = d.get("frame")
-        return Beat(pid=int(d["pid"]), host=str(d["host"]), token=str(d["token"]), time=float(d["time"]),
-                    frame=None if frame is None else int(frame), state=str(d.get("state", RUNNING)),
-                    started=float(d.get("started", 0.0)), policy_idx=int(d.get("policy_idx", -1)), mtime=mtime)
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ValueError(f"{path}: not a heartbeat ({exc!r}); torn or foreign") from exc
+        return Beat(pid=bounded_int(d["pid"], "pid", MAX_PID), host=_text(d["host"], "host"),
+                    token=_text(d["token"], "token"), time=wall_time(d["time"], "time"),
+                    frame=None if frame is None else bounded_int(frame, "frame"),
+                    state=_text(d.get("state", RUNNING), "state"), started=wall_time(d.get("started", 0.0), "started"),
+                    policy_idx=_policy_idx(d.get("policy_idx", -1)), mtime=mtime)
+    except (KeyError, TypeError, ValueError, ArithmeticError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValueError(f"{path}: not a heartbeat ({exc!r:.300}); torn or foreign") from exc
+
+
+def _text(value: Any, what: str) -> str:
+    """A short string field of a liveness file (ours are host names, tokens and states)."""
+    if type(value) is not str or len(value) > MAX_LIVENESS_TEXT:
+        raise ValueError(f"{what} must be a string of at most {MAX_LIVENESS_TEXT} characters")
+    return value
+
+
+def _policy_idx(value: Any) -> int:
+    if type(value) is not int or not -1 <= value < MAX_FRAMES:
+        raise ValueError(f"policy_idx must be an int >= -1, got {value!r:.80}")
+    return value
 
 
 def read_lock(store: Store, key: str) -> Optional[LockInfo]:
@@ -204,10 +224,11 @@ def read_lock(store: Store, key: str) -> Optional[LockInfo]:
     try:
         d = _parse_json(data, str(path))
         start = d.get("proc_start")
-        return LockInfo(pid=int(d["pid"]), host=str(d["host"]), token=str(d["token"]),
-                        proc_start=None if start is None else str(start), time=float(d["time"]), raw=data,
-                        mtime=mtime, version=version)
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return LockInfo(pid=bounded_int(d["pid"], "pid", MAX_PID), host=_text(d["host"], "host"),
+                        token=_text(d["token"], "token"),
+                        proc_start=None if start is None else _text(str(start), "proc_start"),
+                        time=wall_time(d["time"], "time"), raw=data, mtime=mtime, version=version)
+    except (KeyError, TypeError, ValueError, ArithmeticError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{path}: not a lock file ({exc!r})") from exc
 
 
@@ -243,6 +264,8 @@ def judge(beat: Optional[Beat], timeout: float, now: Optional[float] = None) -> 
         return PeerStatus(UNKNOWN)
     now = time.time() if now is None else now
     age = max(0.0, now - beat.last_seen)
+    if is_future(beat.last_seen, now):  # a clock far ahead, or a lie: never alive for ever
+        return PeerStatus(STALE, age, beat)
     if beat.state == FINISHED:
         return PeerStatus(ALIVE, age, beat)
     return PeerStatus(STALE if age > timeout else ALIVE, age, beat)
@@ -361,8 +384,11 @@ class MemberLiveness:
                             self.lock_path, owner.pid)
                 return
             heartbeat = self._owner_heartbeat(owner)
-            last_seen = max(owner.time, owner.mtime, heartbeat.last_seen if heartbeat is not None else 0.0)
-            age = time.time() - last_seen
+            now = time.time()
+            stamps = [owner.time, owner.mtime] + ([heartbeat.time, heartbeat.mtime] if heartbeat is not None else [])
+            # A stamp dated in the future is no sign of life (it would hold the lock for ever).
+            last_seen = max([0.0] + [t for t in stamps if not is_future(t, now)])
+            age = now - last_seen
             who = self._describe_owner(owner, heartbeat, age)
             if owner.host == HOST:
                 if is_alive(owner.pid, owner.proc_start):

@@ -451,7 +451,7 @@ class LocalStore(RefusalLog):
     def read_appended(self, key: str, max_bytes: int) -> bytes:
         return self.get(key, max_bytes)
 
-    def scan(self) -> ContextManager[None]:
+    def scan(self, population: Optional[int] = None) -> ContextManager[None]:
         return no_scan()
 
 

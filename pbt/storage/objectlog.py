@@ -16,16 +16,23 @@ re-reads the sequence. No torch, Python 3.8.
 """
 import logging
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from pbt.errors import WorkspaceError
-from pbt.storage.backend import NotFound
+from pbt.storage.backend import NotFound, Refused
 
 log = logging.getLogger(__name__)
 
 COMPACT_EVERY = 16
 """Appended parts folded into a base by the writer; a reader gets at most this many + 1 objects."""
-_PART_RE = re.compile(r"(?P<kind>[pb])(?P<seq>\d{10})")
+_PART_RE = re.compile(r"(?P<kind>[pb])(?P<seq>[0-9]{10})")
+MAX_BASE_SEQ = 10 ** 9
+"""A base numbered above this is foreign (ignored): the parts after any base then keep ten digits
+for 9 * 10**9 more appends."""
+MAX_LOG_BYTES = 64 * 1024 * 1024
+"""Largest log compaction reads (the readers' cap on a lineage, ``ReadLimits.lineage_bytes``)."""
+MAX_PART_BYTES = 1024 * 1024
+"""A part holds the entries of one append (~200 bytes each); a larger one is not folded into a base."""
 
 
 def part_name(seq: int) -> str:
@@ -42,16 +49,25 @@ def log_dir(key: str) -> str:
 
 def parse_log_names(names: List[str]) -> Tuple[Optional[int], List[int], List[str]]:
     """(newest base's sequence, parts after it in order, names of the parts and older bases it
-    covers) from the names found under ``<key>.d/``; foreign names are ignored."""
-    parts: List[int] = []
+    covers) from the names found under ``<key>.d/``. Foreign names are ignored: other formats, a
+    base numbered above MAX_BASE_SEQ, and parts beyond the first gap after the base (the writer
+    numbers its parts one by one, so a planted ``p9999999999`` is never read nor continued)."""
+    parts: Set[int] = set()
     bases: List[int] = []
     for name in names:
         match = _PART_RE.fullmatch(name)
-        if match is not None:
-            (parts if match.group("kind") == "p" else bases).append(int(match.group("seq")))
+        if match is None:
+            continue
+        seq = int(match.group("seq"))
+        if match.group("kind") == "p":
+            parts.add(seq)
+        elif seq <= MAX_BASE_SEQ:
+            bases.append(seq)
     base = max(bases) if bases else None
     floor = -1 if base is None else base
-    live = sorted(seq for seq in parts if seq > floor)
+    live: List[int] = []
+    while floor + 1 + len(live) in parts:
+        live.append(floor + 1 + len(live))
     covered = [part_name(seq) for seq in sorted(parts) if seq <= floor]
     covered += [base_name(seq) for seq in sorted(bases) if seq != base]
     return base, live, covered
@@ -61,9 +77,11 @@ class ObjectLog:
     """Append and read logs on ``store`` (an object store: ``list_objects``, ``get``,
     ``create_exclusive``, ``put_atomic``, ``delete``)."""
 
-    def __init__(self, store: "LogStore", compact_every: int = COMPACT_EVERY) -> None:
+    def __init__(self, store: "LogStore", compact_every: int = COMPACT_EVERY,
+                 max_log_bytes: int = MAX_LOG_BYTES) -> None:
         self.store = store
         self.compact_every = compact_every
+        self.max_log_bytes = max_log_bytes
         self._next: Dict[str, Tuple[int, int]] = {}
         """Per log written by this process: (next sequence number, parts since the newest base)."""
 
@@ -121,8 +139,15 @@ class ObjectLog:
             chunks.append(data if not data or data.endswith(b"\n") else data + b"\n")
         return b"".join(chunks)
 
+    def _postpone(self, key: str) -> None:
+        """Try compacting again only after another ``compact_every`` appends."""
+        if key in self._next:
+            self._next[key] = (self._next[key][0], 0)
+
     def compact(self, key: str) -> None:
-        """Fold the parts into a new base, then delete what it covers (parts and older bases)."""
+        """Fold the parts into a new base, then delete what it covers (parts and older bases).
+        Every GET is capped (a base at ``max_log_bytes``, a part at MAX_PART_BYTES): a log holding a
+        larger object is left as it is (logged), never downloaded whole."""
         base, live, covered, _ = self._state(key)
         if not live:
             return
@@ -130,8 +155,18 @@ class ObjectLog:
         keys += [f"{log_dir(key)}/{part_name(seq)}" for seq in live]
         content = []
         for part in keys:
-            data = self.store.get(part, None)
+            cap = self.max_log_bytes if part.rpartition("/")[2].startswith("b") else MAX_PART_BYTES
+            try:
+                data = self.store.get(part, cap)
+            except Refused as exc:  # the store logged it once
+                self._postpone(key)
+                log.debug("%s: not compacting: %s", self.store.path(key), exc)
+                return
             content.append(data if not data or data.endswith(b"\n") else data + b"\n")
+        if sum(len(c) for c in content) > self.max_log_bytes:
+            self._postpone(key)
+            log.warning("%s: not compacting: more than %d bytes", self.store.path(key), self.max_log_bytes)
+            return
         newest = live[-1]
         self.store.put_atomic(f"{log_dir(key)}/{base_name(newest)}", b"".join(content))
         for seq in live:

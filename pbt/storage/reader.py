@@ -16,7 +16,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from pbt.errors import CorruptRecordError, WorkspaceError
 from pbt.storage.backend import NotFound, Refused, Store
@@ -199,6 +199,20 @@ class WorkspaceReader:
         cache[name] = _CacheEntry(data, record, None)
         return record
 
+    def intact_records(self, member_idx: int, names: Iterable[str], max_iteration: Optional[int] = None) -> Dict[int, Record]:
+        """iteration -> record of the record files among ``names`` (a member's listing) that parse,
+        up to ``max_iteration``; the others are logged once per content and left out."""
+        intact: Dict[int, Record] = {}
+        for name in names:
+            iteration = iteration_of(name, RECORD_SUFFIX)
+            if iteration is None or (max_iteration is not None and iteration > max_iteration):
+                continue
+            try:
+                intact[iteration] = self._cached_record(member_idx, name, iteration)
+            except (NotFound, Refused, CorruptRecordError):  # gone, refused or corrupt: logged where found
+                continue
+        return intact
+
     def check_checkpoint_present(self, record: Record, directory_key: str, source: str) -> None:
         """Raise CorruptRecordError unless the record's checkpoint exists next to it and is not empty."""
         key = f"{directory_key}/{record.checkpoint}"
@@ -259,7 +273,7 @@ class WorkspaceReader:
         logged and left out, so one bad peer does not stop the population.
         """
         result: Dict[int, Record] = {}
-        with self.store.scan():  # one listing on an object store, not one per member
+        with self.store.scan(self._num_policies):  # one listing on an object store, not one per member
             for member_idx in self.population_indices():
                 try:
                     record = self.latest_record(member_idx, max_iteration, verify)

@@ -16,11 +16,12 @@ import os
 import re
 import sys
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
 from pbt.errors import CorruptRecordError, WorkspaceError
+from pbt.storage.bounds import MAX_ABS_VALUE, MAX_FRAMES, bounded_float, is_sample, wall_time
 from pbt.storage.format import CHECKPOINT_SUFFIX
 
 logger = logging.getLogger(__name__)
@@ -93,11 +94,11 @@ class Record:
                 policy_idx=_int_field(data, "policy_idx", MAX_POLICY_IDX),
                 iteration=_int_field(data, "iteration", MAX_COUNT),
                 frame=_int_field(data, "frame", MAX_COUNT),
-                objective=None if objective is None else _number(objective, "objective"),
+                objective=None if objective is None else bounded_float(objective, "objective", allow_nonfinite=True),
                 params=_params(data.get("params")),
                 checkpoint=_str_field(data, "checkpoint", 255),
                 checksum=_str_field(data, "checksum", 64),
-                time=_number(data.get("time", 0.0), "time"),
+                time=wall_time(data.get("time", 0.0), "time"),
                 episode_returns=_numbers(data.get("episode_returns")),
                 frames_since_replace=_int_field(data, "frames_since_replace", MAX_COUNT, 0),
                 version=_int_field(data, "version", MAX_COUNT, RECORD_VERSION),
@@ -106,13 +107,13 @@ class Record:
             )
         except KeyError as exc:
             raise CorruptRecordError(f"{source}: not a valid PBT record (missing {exc})") from exc
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, ArithmeticError) as exc:  # OverflowError included: never a crash
             raise CorruptRecordError(f"{source}: not a valid PBT record: {exc}") from exc
 
     @property
     def has_objective(self) -> bool:
-        """True when the objective is a finite number (None, NaN and inf never lead)."""
-        return self.objective is not None and math.isfinite(self.objective)
+        """True when the objective is a finite number within MAX_ABS_VALUE (None, NaN and inf never lead)."""
+        return is_sample(self.objective)
 
 
 _RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history"}  # optional (older records)
@@ -120,8 +121,10 @@ _RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history"
 
 MAX_POLICY_IDX = 1_000_000
 """policy_idx must lie in 0 .. MAX_POLICY_IDX-1."""
-MAX_COUNT = 2 ** 62
-"""Iterations, frames and versions lie in 0 .. MAX_COUNT-1."""
+MAX_COUNT = MAX_FRAMES + 1
+"""Iterations, frames and versions lie in 0 .. MAX_COUNT-1 (:data:`pbt.storage.bounds.MAX_FRAMES`)."""
+MAX_PARAM_INT = 2 ** 63
+"""An int hyperparameter has a magnitude below this (arithmetic on it stays inside floats' range)."""
 MAX_PARAMS = 1000
 MAX_PARAM_STRING = 4096
 MAX_EPISODE_RETURNS = 100_000
@@ -129,21 +132,11 @@ MAX_HISTORY = 512
 """A record keeps at most this many iterations of objective history."""
 
 
-def _is_number(value: Any) -> bool:
-    return type(value) in (int, float)  # bool is not a number here
-
-
 def _int_field(data: Mapping[str, Any], key: str, limit: int, default: Optional[int] = None) -> int:
     value = data[key] if default is None else data.get(key, default)
     if type(value) is not int or not 0 <= value < limit:
         raise ValueError(f"{key} must be an int in 0..{limit - 1}, got {value!r:.80}")
     return value
-
-
-def _number(value: Any, key: str) -> float:
-    if not _is_number(value):
-        raise ValueError(f"{key} must be a number, got {type(value).__name__} {value!r:.80}")
-    return float(value)
 
 
 def _str_field(data: Mapping[str, Any], key: str, limit: int) -> str:
@@ -154,6 +147,8 @@ def _str_field(data: Mapping[str, Any], key: str, limit: int) -> str:
 
 
 def _scalar(value: Any, key: str) -> Any:
+    if type(value) is int and abs(value) >= MAX_PARAM_INT:
+        raise ValueError(f"params[{key!r:.80}] is an int of {len(str(abs(value)))} digits; too large")
     if value is None or type(value) in (bool, int, float):
         return value
     if type(value) is str and len(value) <= MAX_PARAM_STRING:
@@ -194,23 +189,43 @@ def _history(value: Any) -> Dict[int, Optional[float]]:
         raise ValueError(f"history must be a mapping of at most {MAX_HISTORY} iteration -> objective")
     out: Dict[int, Optional[float]] = {}
     for key, objective in value.items():
-        if type(key) is not str or not key.isdigit() or len(key) > 18:
+        if type(key) is not str or not key.isdigit() or not key.isascii() or len(key) > 16 or int(key) > MAX_FRAMES:
             raise ValueError(f"history keys must be iteration numbers, got {key!r:.80}")
-        out[int(key)] = None if objective is None else _number(objective, "history[]")
+        out[int(key)] = None if objective is None else bounded_float(objective, "history[]")
     return out
 
 
 def plain_history(history: Optional[Mapping[int, Optional[float]]]) -> Dict[int, Optional[float]]:
-    """The newest MAX_HISTORY entries of ``history`` with finite objectives as floats, others None
-    (a NaN has no JSON spelling and ranks as unknown in comparisons anyway)."""
+    """The newest MAX_HISTORY entries of ``history`` with finite, bounded objectives as floats,
+    others None (a NaN has no JSON spelling and ranks as unknown in comparisons anyway; readers
+    refuse values beyond :data:`pbt.storage.bounds.MAX_ABS_VALUE`)."""
     if not history:
         return {}
     out: Dict[int, Optional[float]] = {}
     for iteration in sorted(history)[-MAX_HISTORY:]:
         value = history[iteration]
-        finite = value is not None and not isinstance(value, bool) and math.isfinite(float(value))
-        out[int(iteration)] = float(value) if finite else None  # type: ignore[arg-type]
+        try:
+            number = None if value is None or isinstance(value, bool) else float(value)  # numpy scalars too
+        except (TypeError, ValueError, OverflowError):
+            number = None
+        out[int(iteration)] = number if is_sample(number) else None
     return out
+
+
+def readable_numbers(objective: Optional[float], returns: List[float],
+                     where: str) -> Tuple[Optional[float], List[float]]:
+    """A member's objective and episode returns as readers accept them (:mod:`pbt.storage.bounds`):
+    a finite objective beyond MAX_ABS_VALUE becomes NaN (diverged: it ranks last), and returns that
+    are not finite or beyond it are left out (a diverging run's inf returns); each logged."""
+    if objective is not None and math.isfinite(objective) and not is_sample(objective):
+        logger.warning("%s: objective %g lies beyond +-%g; published as NaN (diverged)", where, objective,
+                       MAX_ABS_VALUE)
+        objective = math.nan
+    kept = [x for x in returns if is_sample(x)]
+    if len(kept) < len(returns):
+        logger.warning("%s: %d episode return(s) not finite or beyond +-%g left out of its record", where,
+                       len(returns) - len(kept), MAX_ABS_VALUE)
+    return objective, kept
 
 
 def _numbers(value: Any) -> List[float]:
@@ -218,7 +233,7 @@ def _numbers(value: Any) -> List[float]:
         return []
     if type(value) is not list or len(value) > MAX_EPISODE_RETURNS:
         raise ValueError(f"episode_returns must be a list of numbers, got {type(value).__name__}")
-    return [_number(v, "episode_returns[]") for v in value]
+    return [bounded_float(v, "episode_returns[]") for v in value]
 
 
 def numpy_kind(value: Any) -> Optional[str]:
@@ -446,6 +461,11 @@ def record_to_yaml(record: Record) -> bytes:
     back exactly (e.g. a value readers refuse as too large), WorkspaceError is raised.
     """
     data = to_plain(record.to_dict(), "record")
+    try:  # never publish what readers refuse (numbers beyond pbt.storage.bounds included)
+        Record.from_dict(data, "new record")
+    except CorruptRecordError as exc:
+        raise WorkspaceError(f"record of member {record.policy_idx} iteration {record.iteration} would not read "
+                             f"back: {exc}") from exc
     lines = [f"{_flow_scalar(key)}: {_flow_scalar(value)}" for key, value in data.items()]
     text = "{" + ",\n ".join(lines) + "}\n"
     if _reads_back(text, data, allow_json=True):

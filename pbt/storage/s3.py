@@ -269,8 +269,10 @@ class S3Store(RefusalLog):
         return []  # a PUT leaves no temp object behind
 
     @contextlib.contextmanager
-    def scan(self) -> Iterator[None]:
-        """One listing of the whole workspace answers this thread's list/stat calls until the end."""
+    def scan(self, population: Optional[int] = None) -> Iterator[None]:
+        """One listing of the whole workspace answers this thread's list/stat calls until the end;
+        the newest records and heartbeats of member directories (0..population-1 when given) are
+        prefetched."""
         if self._listing() is not None:  # nested: the outer scan's listing serves
             yield
             return
@@ -279,14 +281,14 @@ class S3Store(RefusalLog):
         except WorkspaceError as exc:
             log.warning("cannot list %s (%s); reading it object by object this time", self.root, exc)
         else:
-            self._prefetch(self._scan.listing)
+            self._prefetch(self._scan.listing, population)
         try:
             yield
         finally:
             self._scan.listing = None
 
 
-    def _prefetch(self, listing: Listing) -> None:
+    def _prefetch(self, listing: Listing, population: Optional[int] = None) -> None:
         """GET, concurrently, what a PBT step reads from every member directory (its newest record
         and its heartbeat) where the listed version is not cached: the step's reads, which follow
         one by one, are then answered from the cache. The same GETs the step would send (one more
@@ -296,7 +298,10 @@ class S3Store(RefusalLog):
         wanted: List[Tuple[str, ObjectInfo]] = []
         for key, info in listing.with_prefix(""):
             directory, _, name = key.partition("/")
-            if member_idx_of(directory) is None or "/" in name or info.size > self._cache.max_object_bytes:
+            idx = member_idx_of(directory)
+            if idx is None or "/" in name or info.size > self._cache.max_object_bytes:
+                continue
+            if population is not None and idx >= population:  # a planted 999/ costs nothing
                 continue
             iteration = iteration_of(name, RECORD_SUFFIX)
             if name == HEARTBEAT_FILE:

@@ -31,7 +31,7 @@ from pbt.storage.lineage import LineageEntry
 from pbt.storage.objectlog import log_dir
 from pbt.storage.local import HOST, atomic_write_bytes
 from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
-from pbt.storage.record import MAX_POLICY_IDX, Record, plain_history, record_to_yaml, to_plain
+from pbt.storage.record import MAX_POLICY_IDX, Record, plain_history, readable_numbers, record_to_yaml, to_plain
 from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order
 
 logger = logging.getLogger(__name__)
@@ -69,6 +69,8 @@ class Workspace(WorkspaceReader):
         super().__init__(root, num_policies, limits)
         self.policy_idx = policy_idx
         self.retention = retention
+        self.last_published: Optional[int] = None
+        """The iteration this process last published: retention ranks no own record beyond it."""
         self.own_key = self.member_key(policy_idx)
         self.best_key = best_dir_name(policy_idx)
         for key in (self.own_key, self.best_key):
@@ -146,8 +148,10 @@ class Workspace(WorkspaceReader):
         try:
             objective_value = None if objective is None else float(objective)
             returns = [float(x) for x in episode_returns]
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise WorkspaceError(f"objective and episode_returns must be numbers: {exc}") from exc
+        objective_value, returns = readable_numbers(objective_value, returns,
+                                                    f"member {self.policy_idx} iteration {iteration}")
         record = Record(
             policy_idx=self.policy_idx, iteration=int(iteration), frame=int(frame), objective=objective_value,
             params=to_plain(dict(params), "params"), checkpoint=checkpoint_name(iteration),
@@ -165,6 +169,7 @@ class Workspace(WorkspaceReader):
             self.store.delete(record_key)
         self.store.put_atomic(f"{self.own_key}/{record.checkpoint}", checkpoint_bytes)
         self.store.put_atomic(record_key, record_bytes)
+        self.last_published = int(iteration)
         logger.debug("member %d published iteration %d (%d bytes)", self.policy_idx, iteration, len(checkpoint_bytes))
         return record
 
@@ -209,6 +214,8 @@ class Workspace(WorkspaceReader):
             raise WorkspaceError(f"export destination {dest} lies inside the workspace {root}, where retention may "
                                  "delete it; export into the member's own run directory instead.")
         state = self.load_checkpoint(record, member_idx)
+        if record.policy_idx != self.policy_idx:  # a donor's best score is not this member's
+            state.pop("last_mean_rewards", None)
         state["frame"] = int(frame)
         if epoch is not None:
             state["epoch"] = int(epoch)
@@ -297,12 +304,17 @@ class Workspace(WorkspaceReader):
         indices = sorted(latest) if self._num_policies is None else range(self.num_policies)
         peers = [latest[i].iteration if i in latest else 0 for i in indices if i != self.policy_idx]
         names = self.store.list(self.own_key)
-        records = [it for it in (iteration_of(n, RECORD_SUFFIX) for n in names) if it is not None]
-        kept = iterations_to_keep(records, peers, self.retention)
-        doomed = [record_name(it) for it in records if it not in kept]
-        doomed += [checkpoint_name(it) for it in records if it not in kept]
-        orphans = [n for n in names if iteration_of(n, CHECKPOINT_SUFFIX) not in (None, *kept)
-                   and n not in doomed]
+        # Ranked: own records that parse, up to the iteration this process last published (a planted,
+        # foreign or future one is neither ranked nor deleted: it never pushes real records out).
+        intact = self.intact_records(self.policy_idx, names, self.last_published)
+        kept = iterations_to_keep(intact, peers, self.retention)
+        doomed = [record_name(it) for it in intact if it not in kept]
+        named = {intact[it].checkpoint for it in kept}  # a kept record's checkpoint is never deleted
+        doomed += [checkpoint_name(it) for it in intact if it not in kept and checkpoint_name(it) not in named]
+        # A checkpoint beside a record file that is not ranked (planted, foreign) is not an orphan.
+        unranked = {iteration_of(n, RECORD_SUFFIX) for n in names} - set(intact)
+        orphans = [n for n in names if iteration_of(n, CHECKPOINT_SUFFIX) not in (None, *kept, *unranked)
+                   and n not in doomed and n not in named]
         for name in orphans:
             logger.info("removing orphan checkpoint %s (no record names it)", self.store.path(f"{self.own_key}/{name}"))
         removed: List[str] = []

@@ -29,7 +29,7 @@ from typing import List, Optional, Sequence, Union
 
 from pbt.errors import PbtError, WorkspaceError
 from pbt.storage.reader import workspace_location
-from pbt.tools.display import display_value
+from pbt.tools.display import display_value, printable
 from pbt.tools.export import BestExport, export_best
 from pbt.tools.plots import has_networks, plot_hyperparameters, plot_lineage, plot_networks, plot_objectives
 from pbt.tools.report import write_report
@@ -80,7 +80,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         result = analyze(workspace_location(args.workspace), Path(args.out))
     except PbtError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {printable(exc)}", file=sys.stderr)
         return 2
     print(f"report: {result.report}")
     print(f"html:   {result.html}")

@@ -3,7 +3,17 @@
 The Hydra override formatter, whose output is read back by Hydra, is :func:`pbt.restart.format_value`.
 """
 import math
+import re
 from typing import Any, Optional
+
+_UNSAFE_RE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on (escape sequences, bells, bidi overrides) rather than shows."""
+
+
+def printable(value: Any) -> str:
+    """``str(value)`` with every control character shown as an escape (``\\x1b``): text read from
+    a workspace never reaches a terminal as clear-screen, window-title or clipboard sequences."""
+    return _UNSAFE_RE.sub(lambda m: ascii(m.group())[1:-1], str(value))
 
 
 def display_value(value: Any) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
 from pbt.errors import ConfigError, PbtError
-from pbt.mutation.network import NetworkSpec, network_of
+from pbt.mutation.network import NetworkSpec, network_of, to_network_mutation
 
 log = logging.getLogger("pbt.play")
 
@@ -124,6 +124,14 @@ def recorded_network(checkpoint: str) -> Optional[NetworkSpec]:
     return None
 
 
+def network_limits_problem(cfg: Any, network: NetworkSpec) -> Optional[str]:
+    """Why ``network`` lies outside the config's ``pbt.network_mutation`` limits (None: inside, or
+    no limits configured): pbt.play builds no network a member could not have."""
+    settings = to_network_mutation("network_mutation", (cfg.get("pbt") or {}).get("network_mutation"))
+    problems = [] if settings is None else settings.check_spec(network, "the recorded network")
+    return "; ".join(problems) or None
+
+
 def play(cfg: Any, episodes: int) -> PlayResult:
     """Load ``cfg.checkpoint`` into an agent built from ``cfg`` and play ``episodes`` episodes."""
     from omegaconf import open_dict
@@ -141,6 +149,14 @@ def play(cfg: Any, episodes: int) -> PlayResult:
     if cfg.pbt.get("enabled", False):
         cfg.pbt.enabled = False
     network = recorded_network(checkpoint)
+    if network is not None:
+        from pbt.rl_games.surgery import spec_problem
+
+        problem = spec_problem(state["model"], network) or network_limits_problem(cfg, network)
+        if problem is not None:
+            log.warning("not playing with the network %s the record next to %s names: %s", network.describe(),
+                        checkpoint, problem)
+            network = None
     if network is not None:  # an evolved network: build the architecture the checkpoint holds
         from omegaconf import OmegaConf
 

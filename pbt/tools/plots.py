@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from pbt.errors import PbtError
 from pbt.keys import short_keys
 from pbt.storage import LineageEntry
+from pbt.storage.bounds import is_sample
 from pbt.tools.display import display_value
 from pbt.tools.schedule import frame_at_iteration
 from pbt.tools.snapshot import MemberView, Snapshot
@@ -135,7 +136,8 @@ def plot_networks(snapshot: Snapshot, path: Path) -> Path:
 
 
 def _numeric(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A value a plot can draw: finite, within MAX_ABS_VALUE (a planted 1e308 breaks the axes)."""
+    return is_sample(value)
 
 
 def _param_steps(view: MemberView, key: str) -> List[Tuple[int, float]]:

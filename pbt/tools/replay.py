@@ -21,6 +21,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from pbt.errors import ConfigError, PbtError
+from pbt.mutation.explore import frozen_reason
+from pbt.tools.display import printable
 from pbt.rl_games.agent import CONFIG, AgentAdapter
 
 log = logging.getLogger("pbt.replay")
@@ -82,7 +84,12 @@ def parse_schedule(document: Any, source: str = "<schedule>") -> List[ScheduleSt
         clean = {}
         for key, value in params.items():
             if not isinstance(key, str) or not key:
-                raise ConfigError(f"{where}: parameter name {key!r} is not a config key string.")
+                raise ConfigError(f"{where}: parameter name {key!r:.80} is not a config key string.")
+            why = frozen_reason(key)
+            if why is not None:  # a schedule comes from workspace files: never the run's identity or task
+                raise ConfigError(f"{where}: {key[:200]!r} never changes in PBT ({why}), so no schedule sets it. "
+                                  "The schedule was edited or planted; remove that key, or pass it on the command "
+                                  "line yourself.")
             clean[key] = _plain_value(value, f"{where} params['{key}']")
         if steps and int(frame) < steps[-1].frame:
             raise ConfigError(f"{where}: frame {int(frame)} comes before the previous step's {steps[-1].frame}; "
@@ -260,7 +267,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         _SCHEDULE[:] = load_schedule(args[0])
         sys.argv = [sys.argv[0], *rewrite_task_overrides(args[1:])]
     except PbtError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {printable(exc)}", file=sys.stderr)
         sys.exit(2)
     _hydra_entry()()
 

@@ -18,6 +18,7 @@ from typing import Dict, Iterator, List, Optional, Union
 from pbt.config import LivenessConfig
 from pbt.errors import PbtError, WorkspaceError
 from pbt.storage import LineageEntry, Record, WorkspaceReader
+from pbt.storage.bounds import is_future
 from pbt.storage.liveness import EXITED, FINISHED, STOPPED, UNKNOWN, Beat, judge
 from pbt.storage.reader import workspace_location
 
@@ -124,7 +125,7 @@ class MemberView:
         period = self.record_period()
         if period is not None:
             limit = max(limit, 3 * period)
-        return "alive" if now - seen <= limit else "stale"
+        return "alive" if now - seen <= limit and not is_future(seen, now) else "stale"
 
 
 @dataclass

@@ -20,7 +20,7 @@ from pbt.errors import PbtError, WorkspaceError
 from pbt.keys import short_keys
 from pbt.storage import LineageEntry
 from pbt.storage.reader import workspace_location
-from pbt.tools.display import display_value, format_age, format_frames
+from pbt.tools.display import display_value, format_age, format_frames, printable
 from pbt.tools.snapshot import DEFAULT_STALE_AFTER, Snapshot, read_snapshot
 
 INSTALL_HINT = 'pip install rich (it is a dependency of this project: pip install -e ".")'
@@ -85,7 +85,9 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
     if snapshot.skipped:
         caption += (f"; skipped {len(snapshot.skipped)} unreadable file(s) (torn or being written): "
                     + "; ".join(s[:160] for s in snapshot.skipped[:3]))
-    table = Table(title=title, caption=caption, caption_justify="left", box=box.SIMPLE_HEAVY)
+    # Every string from the workspace goes in as Text (never rich markup), its control characters escaped.
+    table = Table(title=Text(printable(title)), caption=Text(printable(caption)), caption_justify="left",
+                  box=box.SIMPLE_HEAVY)
     columns = [("policy", "right"), ("state", "left"), ("frames", "right"), ("iter", "right"),
                ("objective", "right"), ("rank", "right"), ("restarts", "right"), ("last action", "left"),
                ("donor", "left")]
@@ -120,6 +122,7 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
         cells = [values[name] for name, _ in columns]
         if wide:
             cells.append("  ".join(f"{names[k]}={display_value(params[k])}" for k in keys if k in params))
+        cells = [cell if isinstance(cell, Text) else Text(printable(cell)) for cell in cells]
         table.add_row(*cells, style="bold" if best is not None and view is best else None)
     if wide or not keys:
         return table
@@ -128,7 +131,8 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
     for view in snapshot.members:
         hp.add_column(str(view.policy_idx), justify="right", no_wrap=True)
     for key in keys:
-        hp.add_row(names[key], *[display_value(view.params.get(key)) for view in snapshot.members])
+        hp.add_row(Text(printable(names[key])),
+                   *[Text(printable(display_value(view.params.get(key)))) for view in snapshot.members])
     return Group(table, hp)
 
 
@@ -148,7 +152,7 @@ def _renderable(root: Union[Path, str], stale_after: float, width: int) -> Any:
     try:
         return build_table(read_snapshot(root), stale_after, width)
     except WorkspaceError as exc:  # e.g. no member has started yet: keep watching
-        return Text(f"{exc}\n(retrying)", style="yellow")
+        return Text(f"{printable(exc)}\n(retrying)", style="yellow")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -176,7 +180,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             console.print(build_table(read_snapshot(root), args.stale_after, console.width))
         except PbtError as exc:
-            print(f"Error: {exc}", file=sys.stderr)
+            print(f"Error: {printable(exc)}", file=sys.stderr)
             return 2
         return 0
     from rich.live import Live
@@ -185,7 +189,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with Live(_renderable(root, args.stale_after, console.width), console=console, auto_refresh=False,
                   redirect_stderr=False) as live:
             # On stderr, so piped output stays the table; also tells a caller the watch loop is running.
-            print(f"Watching {root} every {args.interval:g} s; Ctrl-C stops.", file=sys.stderr, flush=True)
+            print(f"Watching {printable(root)} every {args.interval:g} s; Ctrl-C stops.", file=sys.stderr, flush=True)
             while True:
                 time.sleep(args.interval)
                 live.update(_renderable(root, args.stale_after, console.width), refresh=True)

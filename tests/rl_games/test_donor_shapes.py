@@ -172,3 +172,22 @@ def test_a_leader_of_another_shape_is_refused_and_the_receiver_trains_on(tmp_pat
     shapes = [{tuple(t.shape) for t in workspace.load_checkpoint(workspace.latest_record(i), i)["model"].values()}
               for i in (0, 1)]
     assert (128, 256) in shapes[0] and (32, 32) in shapes[1]  # member 0 kept its own network
+
+
+def test_a_joiner_whose_donor_does_not_fit_trains_fresh_instead_of_dying(agents: SimpleNamespace,
+                                                                        tmp_path: Path) -> None:
+    from pbt.rl_games.observer import WorkerObserver
+    from pbt.storage.checkpoints import serialize_state
+
+    path = tmp_path / "join_checkpoint.pth"
+    path.write_bytes(serialize_state(copy.deepcopy(agents.small.full_state())))
+    refused: List[Any] = []
+    observer = WorkerObserver({"train": {"params": {"config": {"learning_rate": 1e-3}}}, "pbt": {}})
+    observer.member = SimpleNamespace(joined_from=SimpleNamespace(policy_idx=4, checksum="c" * 64),
+                                      refuse_donor=lambda *args: refused.append(args))
+    before = agents.big.fingerprint()
+    observer.restore_checkpoint(agents.big, str(path))  # died at every start: ConfigError at restore
+    assert agents.big.fingerprint() == before and refused and refused[0][0] == 4
+    observer.member = None  # a checkpoint the user named must fit
+    with pytest.raises(ConfigError, match="does not fit"):
+        observer.restore_checkpoint(agents.big, str(path))

@@ -1,5 +1,6 @@
 """An elastic population (``pbt.num_policies=auto``): who is ranked, the window, the join donor, and
 the strategies deciding among non-contiguous members. Pure functions, hand-built records."""
+import dataclasses
 import random
 from typing import Any, Dict, Optional
 
@@ -11,7 +12,8 @@ from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.selection import REPLACE, MemberState, decide
-from pbt.selection.membership import join_donor, ranked_members, seconds_per_interval, window_seconds
+from pbt.selection.membership import (join_donor, plausible_frame, ranked_members, seconds_per_interval,
+                                      window_seconds)
 from pbt.storage.record import Record
 
 LR = "train.params.config.learning_rate"
@@ -107,3 +109,21 @@ def test_every_strategy_decides_among_non_contiguous_members(selection: str) -> 
 def test_an_elastic_decision_needs_its_members() -> None:
     with pytest.raises(ConfigError, match="given members"):
         decide(MemberState(rec(3, 1.0), None, 10 ** 9), [], elastic_cfg(3), random.Random(0))
+
+
+def test_a_record_dated_in_the_future_is_not_ranked_for_ever() -> None:
+    future = {1: rec(1, 1.0, age=-1e6), 2: rec(2, 1.0, age=-60.0)}
+    membership = ranked_members(0, future, training=set(), now=NOW, window_seconds=100.0)
+    assert membership.members == (0, 2) and "in the future" in membership.left_out[1]  # 60 s: clock skew
+    assert ranked_members(0, future, training={1}, now=NOW, window_seconds=100.0).members == (0, 1, 2)
+
+
+def test_a_joiner_takes_only_a_plausible_frame_count() -> None:
+    good = rec(1, 1.0, iteration=5)
+    assert plausible_frame(good, 1000, max_frames=10_000) is None
+    assert plausible_frame(good, 1000, max_frames=None) is None
+    assert "max_frames" in plausible_frame(good, 1000, max_frames=5000)
+    huge = dataclasses.replace(good, frame=2 ** 53, iteration=2 ** 53 // 1000)
+    assert "max_frames" in plausible_frame(huge, 1000, max_frames=10 ** 9)
+    lying = dataclasses.replace(good, frame=2 ** 53)  # says iteration 5
+    assert "not iteration 5" in plausible_frame(lying, 1000, max_frames=None)

@@ -52,7 +52,8 @@ def member_round(ws: Workspace) -> None:
         pass
     ws.append_lineage(LineageEntry(0, 1, 1000, "keep"))
     ws.cleanup(peers)
-    ws.latest_record(0, verify=True)
+    newest = ws.latest_record(0, verify=True)
+    assert newest is not None and newest.iteration == ws.last_published  # nothing of its own lost
 
 
 def guarded(fn: Callable[[], Any]) -> None:

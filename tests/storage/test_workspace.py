@@ -135,12 +135,12 @@ def test_block_yaml_record_is_read_too(tmp_path: Path) -> None:
 @given(
     params=st.dictionaries(
         st.text(max_size=12),
-        st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20),
-                  st.lists(st.floats(allow_nan=False), max_size=3)),
+        st.one_of(st.none(), st.booleans(), st.integers(-2 ** 63 + 1, 2 ** 63 - 1), st.floats(),
+                  st.text(max_size=20), st.lists(st.floats(allow_nan=False), max_size=3)),
         max_size=6,
     ),
-    objective=st.one_of(st.none(), st.floats()),
-    returns=st.lists(st.floats(), max_size=5),
+    objective=st.one_of(st.none(), st.floats(-1e12, 1e12), st.sampled_from([math.nan, math.inf, -math.inf])),
+    returns=st.lists(st.floats(-1e12, 1e12), max_size=5),
 )
 def test_record_text_reads_back_exactly_with_yaml_safe_load(params: Dict[str, object], objective: float,
                                                             returns: List[float]) -> None:
@@ -596,6 +596,8 @@ def test_export_keeps_own_frame_and_epoch(tmp_path: Path) -> None:
     assert dest == (tmp_path / "run" / "pbt" / "restart.pth").absolute()
     state = torch.load(str(dest), map_location="cpu", weights_only=True)
     assert state["frame"] == 777 and state["epoch"] == 9
+    assert "last_mean_rewards" not in state  # a donor's best score stays its own
+    assert "last_mean_rewards" in me.load_checkpoint(me.save(1, 10, 1.0, {}, _full_state(torch)))
     assert _files(dest.parent) == ["restart.pth"]
     (tmp_path / "ws" / "001" / "000008.pth").unlink()  # the donor cleaned up meanwhile
     with pytest.raises(CorruptRecordError, match="no longer exists"):

@@ -127,6 +127,9 @@ def test_liveness_from_heartbeat_or_records():
     assert MemberView(0, _record(now - 5000), lineage, _beat(now - 5)).liveness(now, 30) == "alive"
     assert MemberView(0, _record(now), lineage, _beat(now - 500)).liveness(now, 30) == "stale"
     assert MemberView(0, None, []).liveness(now) == "unknown"
+    # A record dated far in the future (a clock far off, or a lie) is no sign of life.
+    assert MemberView(0, _record(now + 1e6), lineage[:1]).liveness(now, stale_after=60) == "stale"
+    assert MemberView(0, _record(now - 5), lineage[:1], _beat(now + 1e6)).liveness(now, 60) == "stale"
     # A member that finished (or was stopped) says so in its last heartbeat: not stale, not alive.
     assert MemberView(0, _record(now - 5000), lineage, _beat(now - 4000, "finished")).liveness(now) \
         == "finished"

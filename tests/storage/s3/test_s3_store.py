@@ -236,3 +236,14 @@ def test_a_log_compacted_after_the_scans_listing_still_reads_back_whole(s3_url: 
     with reader.scan():
         writer.append("000/lineage.jsonl", b"last\n")  # the 16th part: its writer compacts the log now
         assert reader.read_appended("000/lineage.jsonl", 1 << 20) == b"".join(lines) + b"last\n"
+
+
+def test_a_fixed_size_population_prefetches_only_its_own_member_directories(s3_url: str) -> None:
+    writer = S3Store(s3_url)
+    for idx in list(range(2)) + list(range(100, 140)):  # 40 planted member directories
+        writer.put_atomic(f"{idx:03d}/000001.yaml", b"r: 1\n")
+        writer.put_atomic(f"{idx:03d}/heartbeat", b"{}")
+    reader = S3Store(s3_url)
+    with reader.scan(2):
+        pass
+    assert reader.requests == {"list_objects_v2": 1, "get_object": 4}  # was 84: every planted directory
