@@ -188,7 +188,7 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
     ``observer_factory(plain_config)`` builds the rl_games observer (default: WorkerObserver, which
     runs PBT when it is on); pbt.replay passes one that follows a recorded schedule.
     """
-    prepare_backend(task_ref(cfg))  # Isaac Gym must be imported before torch (the observer imports it)
+    prepare_task_backend(cfg)  # Isaac Gym must be imported before torch (the observer imports it)
     from pbt.rl_games.observer import WorkerObserver
 
     observer = (observer_factory or WorkerObserver)(prepare_config(cfg))
@@ -204,6 +204,14 @@ def summarize(observer: "WorkerObserver", wall_time: float) -> RunSummary:
     """The summary of a finished training run, from its observer."""
     return RunSummary(frames=int(observer.algo.frame), wall_time=wall_time, mean_reward=observer.mean_reward(),
                       objective=observer.reported_objective(), start_frame=observer.start_frame)
+
+
+def prepare_task_backend(cfg: DictConfig) -> TaskRef:
+    """:func:`prepare_backend` for the composed config: every entry point (train, play, replay) calls
+    it before anything that imports torch (checkpoints, adapters, the observer)."""
+    ref = task_ref(cfg)
+    prepare_backend(ref)
+    return ref
 
 
 def task_ref(cfg: DictConfig) -> TaskRef:

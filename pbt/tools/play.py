@@ -128,13 +128,15 @@ def play(cfg: Any, episodes: int) -> PlayResult:
     """Load ``cfg.checkpoint`` into an agent built from ``cfg`` and play ``episodes`` episodes."""
     from omegaconf import open_dict
 
-    from pbt.rl_games.runner import build_runner, create_agent
-    from pbt.storage.checkpoints import load_state_file
+    from pbt.rl_games.runner import build_runner, create_agent, prepare_task_backend
 
     checkpoint = str(cfg.get("checkpoint") or "")
     if not checkpoint:
         raise ConfigError("pbt.play needs checkpoint=<path to a .pth> (e.g. best/checkpoint.pth from "
                           "python -m pbt.analyze, or an rl_games checkpoint in <run dir>/nn/).")
+    prepare_task_backend(cfg)  # Isaac Gym before torch: loading the checkpoint imports torch
+    from pbt.storage.checkpoints import load_state_file
+
     state = load_state_file(checkpoint)
     if "model" not in state:
         raise ConfigError(f"checkpoint={checkpoint} holds no 'model' weights; pass an rl_games/PBT checkpoint.")
