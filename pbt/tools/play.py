@@ -135,6 +135,7 @@ def play(cfg: Any, episodes: int) -> PlayResult:
         raise ConfigError("pbt.play needs checkpoint=<path to a .pth> (e.g. best/checkpoint.pth from "
                           "python -m pbt.analyze, or an rl_games checkpoint in <run dir>/nn/).")
     prepare_task_backend(cfg)  # Isaac Gym before torch: loading the checkpoint imports torch
+    from pbt.rl_games.agent import plain_checkpoint
     from pbt.storage.checkpoints import load_state_file
 
     state = load_state_file(checkpoint)
@@ -157,7 +158,7 @@ def play(cfg: Any, episodes: int) -> PlayResult:
         agent = create_agent(runner, "play")
         try:
             try:
-                agent.set_weights(state)
+                agent.set_weights(plain_checkpoint(state))  # rl_games' saves of a compiled run: _orig_mod.*
             except (RuntimeError, KeyError) as exc:
                 raise ConfigError(
                     f"checkpoint={checkpoint} does not fit the policy this config builds ({exc}). Pass the task "
