@@ -154,6 +154,9 @@ class AgentAdapter:
     setters: ClassVar[Mapping[str, Setter]] = {}
     #: Full config key -> how to read the value in force (same keys as :attr:`setters`).
     readers: ClassVar[Mapping[str, Reader]] = {}
+    #: The learner keeps the ranks of a multi-process (``multi_gpu``) agent in step with rank 0, the
+    #: only rank running PBT (TRPO: pbt/rl_games/trpo/spmd.py). False: such a member is refused.
+    follows_rank0: ClassVar[bool] = False
     #: rl_games score meters that describe the policy that filled them (cleared on new weights).
     SCORE_METERS: ClassVar[tuple] = ("game_rewards", "game_shaped_rewards", "game_lengths")
 
