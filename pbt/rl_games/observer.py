@@ -171,7 +171,7 @@ class WorkerObserver(AlgoObserver):
             if self.objective_key == EPISODE_LENGTH_KEY and isinstance(infos, Mapping):
                 # rl_games has not zeroed the finished episodes' lengths yet when it calls this hook
                 infos = dict(infos, **{EPISODE_LENGTH_KEY: self.algo.current_lengths})
-            self.score.update(infos, done_indices.reshape(-1).tolist())
+            self.score.update(infos, done_indices)  # a tensor: kept on its device until read (once per epoch)
 
     def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
         """End of an epoch (rollout and update done): log, and run a PBT iteration when one is due.
