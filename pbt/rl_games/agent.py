@@ -280,7 +280,7 @@ class AgentAdapter:
 
     def nonfinite_weights(self, limit: int = 3) -> List[str]:
         """Names of (up to ``limit``) weights holding NaN or inf: the member diverged."""
-        return nonfinite_tensors(self.algo.model.state_dict(), limit)
+        return nonfinite_tensors(plain_state_dict(self.algo.model.state_dict()), limit)
 
     def fingerprint(self) -> str:
         """sha256 of the model weights: two agents with the same fingerprint hold identical weights."""
