@@ -219,5 +219,5 @@ class TrpoAgent(a2c_continuous.A2CAgent):
             group["lr"] = lr
 
     def train(self) -> Any:
-        with spmd.cpu_device_guard(self):
+        with spmd.cpu_device_guard(self), spmd.cpu_object_broadcasts(self):
             return super().train()

@@ -119,6 +119,28 @@ def cpu_device_guard(agent: Any) -> Iterator[None]:
         torch.cuda.set_device = original
 
 
+@contextlib.contextmanager
+def cpu_object_broadcasts(agent: Any) -> Iterator[None]:
+    """rl_games' ``train`` starts by broadcasting rank 0's model state as a pickled object; a pickled CUDA
+    tensor is unpickled onto rank 0's GPU number on every rank. For the duration of training, objects
+    that rank 0 broadcasts are sent as CPU copies (:func:`cpu_copies`)."""
+    if not _active(agent):
+        yield
+        return
+    original = dist.broadcast_object_list
+
+    def broadcast(objects: Any, src: int = 0, *args: Any, **kwargs: Any) -> Any:
+        if dist.get_rank() == src:
+            objects[:] = [cpu_copies(obj) for obj in objects]
+        return original(objects, src, *args, **kwargs)
+
+    dist.broadcast_object_list = broadcast
+    try:
+        yield
+    finally:
+        dist.broadcast_object_list = original
+
+
 #: Agent attributes a PBT decision may change in place (besides the weights): rank 0's reach every rank.
 FOLLOWED = ("trpo", "gamma", "tau", "last_lr", "mini_epochs_num", "critic_coef", "grad_norm", "truncate_grads")
 

@@ -109,3 +109,21 @@ def test_rank_0_sends_its_agent_as_cpu_copies(monkeypatch: pytest.MonkeyPatch) -
     for tensor in tensors(sent):
         assert tensor.device.type == "cpu" and not tensor.requires_grad
         assert tensor.data_ptr() not in live  # a copy (on a GPU, the one .to("cpu") makes), never the live tensor
+
+
+def test_rl_games_start_of_training_broadcast_is_sent_as_cpu_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rl_games' ``train`` broadcasts ``[model.state_dict()]`` through ``torch.distributed`` itself."""
+    from rl_games.common import a2c_common
+
+    assert a2c_common.dist is torch.distributed  # the module whose function the guard replaces
+    recorder = Recorder()
+    recorder.get_rank = lambda: 0  # type: ignore[attr-defined]
+    monkeypatch.setattr(spmd, "dist", recorder)
+    model = torch.nn.Linear(3, 2)
+    agent = SimpleNamespace(multi_gpu=True, world_size=2)
+    with spmd.cpu_object_broadcasts(agent):
+        spmd.dist.broadcast_object_list([model.state_dict()], 0)  # what rl_games' train() does
+    assert recorder.broadcast_object_list.__func__ is Recorder.broadcast_object_list  # put back
+    live = {t.data_ptr() for t in model.state_dict().values()}
+    sent = tensors(recorder.sent[0])
+    assert sent and all(t.device.type == "cpu" and t.data_ptr() not in live for t in sent)
