@@ -114,3 +114,30 @@ def test_other_formats_and_globals_are_refused(make: str) -> None:
               "codecs": "latin-1 bytes only", "plain pickle": "not a torch zip", "bytes": "not a torch zip"}[make]
     with pytest.raises(UnsafeCheckpointError, match=reason):
         deserialize_checkpoint(buffer.getvalue(), make)
+
+
+# ---- hypothesis: random pickles in a torch zip, through the allow-list unpickler -------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from pbt.errors import PbtError  # noqa: E402
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20), st.binary(max_size=8),
+                    st.complex_numbers(allow_nan=False))
+trees = st.recursive(scalars, lambda c: st.one_of(st.lists(c, max_size=4), st.tuples(c, c),
+                                                   st.dictionaries(st.text(max_size=8), c, max_size=4)),
+                     max_leaves=30)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(tree=trees, protocol=st.integers(0, pickle.HIGHEST_PROTOCOL), noise=st.binary(max_size=64),
+       cut=st.integers(0, 64))
+def test_random_pickles_load_as_plain_data_or_are_refused(tree: object, protocol: int, noise: bytes, cut: int) -> None:
+    data = pickle.dumps(tree, protocol=protocol)
+    for payload in (data, data[:cut] + noise + data[cut:]):
+        try:
+            state = deserialize_checkpoint(hostile_peer._torch_zip(payload), "random")
+        except PbtError:
+            continue
+        assert isinstance(state, dict)
