@@ -12,6 +12,26 @@ def resolve_device(value: str) -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
+def rank_device(device: str, local_rank: int) -> str:
+    """A multi-process (torchrun) member's device on this rank: every rank is started with the same
+    arguments, so any CUDA device (``auto`` resolved, ``cuda``, ``cuda:0``) becomes the rank's own
+    GPU ``cuda:<LOCAL_RANK>`` (as rl_games pins it: every rank must see all the node's GPUs, torchrun's
+    default); a CPU device stays."""
+    return f"cuda:{int(local_rank)}" if str(device).startswith("cuda") else str(device)
+
+
+def physical_gpu(index: int, visible: Optional[str]) -> Optional[int]:
+    """The physical number of the ``index``-th GPU CUDA shows under the mask ``visible``
+    (``CUDA_VISIBLE_DEVICES``; None: no mask), for what ignores the mask (Isaac Gym's Vulkan
+    ``graphics_device_id``). None when the mask names GPUs by UUID or MIG instance, or is shorter."""
+    if visible is None:
+        return int(index)
+    entries = [v.strip() for v in visible.split(",") if v.strip()]
+    if index < len(entries) and entries[index].isdigit():
+        return int(entries[index])
+    return None
+
+
 def available_cores() -> int:
     """Cores this process may run on (its CPU affinity: Slurm and taskset restrict it)."""
     try:

@@ -74,6 +74,20 @@ def _take(value: Any, indices: Sequence[int]) -> Optional[List[float]]:
     return None if values is None else [values[i] for i in indices]
 
 
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "detach") and hasattr(value, "device")
+
+
+def _same_device(tensors: List[Any]) -> List[Any]:
+    """``tensors`` on the first one's device (moved only where they are not)."""
+    device = tensors[0].device if tensors else None
+    return [t if t.device == device else t.to(device) for t in tensors]
+
+
+#: Steps kept on the device before they are copied over anyway (bounds memory when nobody reads).
+MAX_PENDING_STEPS = 1024
+
+
 def _as_list(value: Any) -> Optional[List[float]]:
     if hasattr(value, "detach"):  # a torch tensor
         value = value.detach().float().cpu().reshape(-1).tolist()
@@ -87,7 +101,13 @@ def _as_list(value: Any) -> Optional[List[float]]:
 
 
 class ObjectiveTracker:
-    """Tracks one member's objective from the infos of every step."""
+    """Tracks one member's objective from the infos of every step.
+
+    With torch tensors (the done indices rl_games found and the env's values, on the GPU in Isaac
+    Gym or Isaac Lab) a step only gathers the finished envs' entries on their device and keeps them:
+    no host synchronisation per step. They are copied over in one transfer when anything is read
+    (:attr:`value`, :attr:`ready`, :attr:`recent`: once per epoch) or after ``MAX_PENDING_STEPS``.
+    Lists and numpy arrays are taken at once."""
 
     def __init__(self, key: str, num_envs: int) -> None:
         self.key = key
@@ -97,44 +117,111 @@ class ObjectiveTracker:
         self.num_finished = 0
         self.scalar: Optional[float] = None
         self.seen = False
-        self.recent: Deque[float] = deque(maxlen=EPISODE_HISTORY)
+        self._recent: Deque[float] = deque(maxlen=EPISODE_HISTORY)
         self.seen_keys: List[str] = []
         self.episodes = [0] * num_envs
         self.envs_done_twice = 0
+        #: Steps not yet copied from the device: (done indices, gathered values or None, scalar?).
+        self._pending: List[Any] = []
 
     @property
     def ready(self) -> bool:
         """True once every env finished two episodes (see the module docstring)."""
+        self._flush()
         return self.envs_done_twice >= self.num_envs
 
-    def update(self, infos: Any, done_indices: Sequence[int]) -> None:
-        """Feed one step's infos and the indices of the envs whose episode just ended."""
+    @property
+    def recent(self) -> Deque[float]:
+        """The latest per-episode objectives, oldest first."""
+        self._flush()
+        return self._recent
+
+    def update(self, infos: Any, done_indices: Any) -> None:
+        """Feed one step's infos and the indices of the envs whose episode just ended (a sequence of
+        ints, or a torch tensor of them: then nothing is copied to the host now)."""
+        value = lookup(infos, self.key)
+        if value is None and not self.seen_keys and isinstance(infos, Mapping):
+            self.seen_keys = sorted(str(k) for k in infos)
+        if value is not None:
+            self.seen = True
+        if _is_tensor(done_indices) and (value is None or self._keeps_on_device(value)):
+            self._defer(done_indices.detach().reshape(-1), value)
+            return
+        self._flush()  # in order: what is pending happened before this step
+        if _is_tensor(done_indices):
+            done_indices = [int(i) for i in done_indices.reshape(-1).tolist()]
+        self._count_episodes(done_indices)
+        if value is None:
+            return
+        if _size(value) == 1 and self.num_envs != 1:
+            self._record_scalar(_as_list(value))
+            return
+        # Only the entries of envs that just finished matter: convert those, not all num_envs.
+        done = [i for i in done_indices if 0 <= i < _size(value)]
+        self._record(done, _take(value, done))
+
+    def _keeps_on_device(self, value: Any) -> bool:
+        """A tensor the step can gather from without a check on the host: a scalar, or one entry per env."""
+        return _is_tensor(value) and (_size(value) == 1 or _size(value) >= self.num_envs)
+
+    def _defer(self, done: Any, value: Any) -> None:
+        if value is None:
+            self._pending.append((done, None, False))
+        elif _size(value) == 1 and self.num_envs != 1:
+            self._pending.append((done, value.detach().reshape(-1).clone(), True))
+        else:
+            flat = value.detach().reshape(-1)
+            index = done if done.device == flat.device else done.to(flat.device, non_blocking=True)
+            # A gather (a copy: the env may overwrite its buffer next step), queued on the device.
+            self._pending.append((done, flat[index], False))
+        if len(self._pending) >= MAX_PENDING_STEPS:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Copy the pending steps over (one transfer for indices, one for values) and apply them."""
+        if not self._pending:
+            return
+        import torch
+
+        pending, self._pending = self._pending, []
+        dones = _same_device([done.long() for done, _, _ in pending])
+        values = _same_device([v.double() for _, v, _ in pending if v is not None])
+        done_host = torch.cat(dones).tolist()  # concatenated on the device: one copy each
+        value_host = torch.cat(values).tolist() if values else []
+        at_done = at_value = 0
+        for done, gathered, scalar in pending:
+            indices = done_host[at_done:at_done + done.numel()]
+            at_done += done.numel()
+            self._count_episodes(indices)
+            if gathered is None:
+                continue
+            taken = value_host[at_value:at_value + gathered.numel()]
+            at_value += gathered.numel()
+            if scalar:
+                self._record_scalar(taken)
+            else:
+                self._record(indices, taken)
+
+    def _count_episodes(self, done_indices: Sequence[int]) -> None:
         for i in done_indices:
             if 0 <= i < self.num_envs:
                 self.episodes[i] += 1
                 if self.episodes[i] == 2:
                     self.envs_done_twice += 1
-        value = lookup(infos, self.key)
-        if value is None:
-            if not self.seen_keys and isinstance(infos, Mapping):
-                self.seen_keys = sorted(str(k) for k in infos)
-            return
-        self.seen = True
-        size = _size(value)
-        if size == 1 and self.num_envs != 1:
-            scalar = _as_list(value)
-            if scalar:
-                self.scalar = scalar[0]
-                self.recent.append(scalar[0])
-            return
-        # Only the entries of envs that just finished matter: convert those, not all num_envs.
-        done = [i for i in done_indices if 0 <= i < size]
-        values = _take(value, done)
+
+    def _record_scalar(self, values: Optional[List[float]]) -> None:
+        if values:
+            self.scalar = values[0]
+            self._recent.append(values[0])
+
+    def _record(self, done: Sequence[int], values: Optional[List[float]]) -> None:
         if values is None:
             return
         for i, v in zip(done, values):
+            if not 0 <= i < self.num_envs:
+                continue
             self.last_per_env[i] = v
-            self.recent.append(v)
+            self._recent.append(v)
             if not self.finished[i]:
                 self.finished[i] = True
                 self.num_finished += 1

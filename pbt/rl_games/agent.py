@@ -10,6 +10,7 @@ This base class is the exec-only adapter: it changes nothing in place, so every 
 is carried out by re-executing the process (:mod:`pbt.restart`), which works for any rl_games agent
 that saves and loads its full state.
 """
+import collections
 import logging
 import math
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence
@@ -24,6 +25,55 @@ CONFIG = "train.params.config."
 
 Setter = Callable[[Any, Any], None]
 Reader = Callable[[Any], Any]
+
+
+#: The attribute torch.compile's wrapper (``OptimizedModule``) keeps the module under: a compiled
+#: model's state_dict names every tensor ``_orig_mod.<name>``.
+COMPILED_SEGMENT = "_orig_mod"
+#: Checkpoint entries that are module state_dicts (the model, the central value net), whose keys
+#: change when rl_games compiles the module (``train.params.config.torch_compile``).
+MODULE_STATES = ("model", "assymetric_vf_nets")
+
+
+def plain_key(key: Any) -> Any:
+    """``key`` without torch.compile's ``_orig_mod`` segments (at any depth)."""
+    if not isinstance(key, str) or COMPILED_SEGMENT not in key:
+        return key
+    return ".".join(part for part in key.split(".") if part != COMPILED_SEGMENT)
+
+
+def plain_state_dict(state: Any) -> Any:
+    """A state_dict with the keys an uncompiled module has (anything else returned unchanged)."""
+    if not isinstance(state, Mapping) or not any(plain_key(k) != k for k in state):
+        return state
+    return _same_kind(state, ((plain_key(k), v) for k, v in state.items()))
+
+
+def _same_kind(state: Mapping[str, Any], items: Any) -> Dict[str, Any]:
+    return collections.OrderedDict(items) if isinstance(state, collections.OrderedDict) else dict(items)
+
+
+def plain_checkpoint(state: Any) -> Any:
+    """A checkpoint whose module states have uncompiled keys: what this project writes, so a compiled
+    and an uncompiled agent (a GPU member, a CPU play or a restart before rl_games compiles) load it."""
+    if not isinstance(state, Mapping):
+        return state
+    if not any(isinstance(state.get(name), Mapping) and plain_state_dict(state[name]) is not state[name]
+               for name in MODULE_STATES):
+        return state
+    out = dict(state)
+    for name in MODULE_STATES:
+        if name in out:
+            out[name] = plain_state_dict(out[name])
+    return out
+
+
+def live_state_dict(state: Any, module: Any) -> Any:
+    """``state`` (any key form) with the keys ``module`` has now, compiled or not."""
+    if not isinstance(state, Mapping):
+        return state
+    live = {plain_key(k): k for k in module.state_dict()}
+    return _same_kind(state, ((live.get(plain_key(k), k), v) for k, v in state.items()))
 
 
 def nonfinite_tensors(state: Mapping[str, Any], limit: int = 3) -> List[str]:
@@ -141,6 +191,9 @@ class AgentAdapter:
     setters: ClassVar[Mapping[str, Setter]] = {}
     #: Full config key -> how to read the value in force (same keys as :attr:`setters`).
     readers: ClassVar[Mapping[str, Reader]] = {}
+    #: The learner keeps the ranks of a multi-process (``multi_gpu``) agent in step with rank 0, the
+    #: only rank running PBT (TRPO: pbt/rl_games/trpo/spmd.py). False: such a member is refused.
+    follows_rank0: ClassVar[bool] = False
     #: rl_games score meters that describe the policy that filled them (cleared on new weights).
     SCORE_METERS: ClassVar[tuple] = ("game_rewards", "game_shaped_rewards", "game_lengths")
 
@@ -184,8 +237,24 @@ class AgentAdapter:
 
     # -- state and weights ------------------------------------------------------------------------
     def full_state(self) -> Dict[str, Any]:
-        """Weights, normalizers, optimizer, frame and epoch counts and env state (a checkpoint)."""
-        return self.algo.get_full_state_weights()
+        """Weights, normalizers, optimizer, frame and epoch counts and env state (a checkpoint), with
+        the module keys of an uncompiled agent (:func:`plain_checkpoint`)."""
+        return plain_checkpoint(self.algo.get_full_state_weights())
+
+    def _live_modules(self) -> Dict[str, Any]:
+        """The modules behind :data:`MODULE_STATES` in this agent."""
+        modules = {"model": self.algo.model}
+        if getattr(self.algo, "has_central_value", False):
+            modules["assymetric_vf_nets"] = self.algo.central_value_net
+        return modules
+
+    def live_checkpoint(self, state: Mapping[str, Any]) -> Dict[str, Any]:
+        """``state`` with its module keys as this agent's modules name them now (compiled or not)."""
+        out = dict(state)
+        for name, module in self._live_modules().items():
+            if name in out:
+                out[name] = live_state_dict(out[name], module)
+        return out
 
     def state_problem(self, state: Any, counts: bool = False) -> Optional[str]:
         """Why ``state`` (a checkpoint) cannot be loaded into this agent, checked before one tensor is
@@ -195,6 +264,7 @@ class AgentAdapter:
         algo = self.algo
         if not isinstance(state, Mapping):
             return f"the checkpoint is a {type(state).__name__}, not a dict"
+        state = self.live_checkpoint(state)
         problem = state_dict_mismatch(algo.model.state_dict(), state.get("model"), "model")
         for name, module in self._stats_modules().items():  # set_stats_weights loads these when present
             if problem is None and (name in state or name == "advantage_mean_std"):
@@ -235,7 +305,7 @@ class AgentAdapter:
             raise ConfigError(f"the checkpoint does not fit this agent: {problem}. It was written by an agent with "
                               "another network or observation/action space: start from a checkpoint of this "
                               "configuration, or set the network (train.params.network) it was trained with.")
-        self.algo.set_full_state_weights(self.own_settings(state, donor=False), set_epoch=True)
+        self.algo.set_full_state_weights(self.own_settings(self.live_checkpoint(state), donor=False), set_epoch=True)
 
     def own_settings(self, state: Mapping[str, Any], donor: bool) -> Dict[str, Any]:
         """``state`` (checked by :meth:`state_problem`) with this agent's own optimizer
@@ -264,18 +334,18 @@ class AgentAdapter:
         """Load a donor's weights, optimizer moments and normalizers, keeping the member's own frame
         and epoch counts, optimizer hyperparameters and bookkeeping (:meth:`own_settings`), and
         clear the score meters of the old policy."""
-        self.algo.set_full_state_weights(self.own_settings(state, donor=True), set_epoch=False)
+        self.algo.set_full_state_weights(self.own_settings(self.live_checkpoint(state), donor=True), set_epoch=False)
         for meter in self.SCORE_METERS:
             if hasattr(self.algo, meter):
                 getattr(self.algo, meter).clear()
 
     def nonfinite_weights(self, limit: int = 3) -> List[str]:
         """Names of (up to ``limit``) weights holding NaN or inf: the member diverged."""
-        return nonfinite_tensors(self.algo.model.state_dict(), limit)
+        return nonfinite_tensors(plain_state_dict(self.algo.model.state_dict()), limit)
 
     def fingerprint(self) -> str:
         """sha256 of the model weights: two agents with the same fingerprint hold identical weights."""
-        return model_fingerprint(self.algo.model.state_dict())
+        return model_fingerprint(plain_state_dict(self.algo.model.state_dict()))
 
     def learning_rate(self) -> float:
         """The learning rate the optimizer uses now (NaN when the agent has no single optimizer)."""

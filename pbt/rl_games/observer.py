@@ -49,16 +49,35 @@ def info_keys(infos: Any, prefix: str = "") -> List[str]:
 
 
 def _follower_rank(cfg: Dict[str, Any]) -> bool:
-    """This process is rank > 0 of a multi-process (``multi_gpu``, torchrun) agent. ConfigError when
-    PBT would need to restart such a member (its ranks cannot re-execute together)."""
+    """This process is rank > 0 of a multi-process (``multi_gpu``, torchrun) PBT member. ConfigError,
+    on every rank before anything is built, when such a member cannot be kept in step (only rank 0
+    runs PBT): a learner that does not follow rank 0 (PPO: rl_games' collectives would pair across
+    ranks doing different things and hang), or anything that would rebuild or restart it."""
     if not cfg.get("train", {}).get("params", {}).get("config", {}).get("multi_gpu", False):
         return False
-    inplace = set(adapter_class(algo_name(cfg)).inplace_keys())
-    restart = sorted(k for k in (cfg["pbt"].get("mutation") or {}) if k not in inplace)
+    name = algo_name(cfg)
+    adapter = adapter_class(name)
+    if not adapter.follows_rank0:
+        raise ConfigError(
+            f"PBT with a multi-process member (train.params.config.multi_gpu=True) needs a learner that keeps "
+            f"its ranks in step with rank 0, the only rank running PBT; {name} does not: rl_games' collectives "
+            "would pair across ranks doing different things (a hang until the NCCL timeout), and the other ranks "
+            "would never take donor weights or mutated hyperparameters. Give each member one GPU instead "
+            "(multi_gpu=False; python -m launcher.run spreads members over the GPUs), or use "
+            "train.params.algo.name=trpo (train=<task>TRPO), which follows rank 0.")
+    from pbt.config import PbtConfig
+
+    explore = PbtConfig.from_mapping(cfg["pbt"]).explore
+    inplace = set(adapter.inplace_keys())
+    keys = set(explore.mutation) | set(explore.search_space.dims)
+    restart = sorted(k for k in keys if k not in inplace)
+    if explore.network_mutation is not None:
+        restart.append("pbt.network_mutation (rank 0 alone would change its architecture)")
     if restart or cfg["pbt"].get("restart_mode") == "exec":
         raise ConfigError(f"a multi-process member (multi_gpu=True) can only change hyperparameters in place, but "
-                          f"{', '.join(restart) or 'pbt.restart_mode=exec'} would restart it. Mutate only in-place "
-                          f"keys ({', '.join(sorted(inplace))}) with pbt.restart_mode=inplace.")
+                          f"{', '.join(restart) or 'pbt.restart_mode=exec'} would rebuild or restart it. Mutate and "
+                          f"search only in-place keys ({', '.join(sorted(inplace))}) with pbt.restart_mode=inplace "
+                          "and no network mutation (pbt/mutation=default).")
     return int(os.environ.get("RANK", "0") or 0) > 0
 
 
@@ -168,7 +187,7 @@ class WorkerObserver(AlgoObserver):
             if self.objective_key == EPISODE_LENGTH_KEY and isinstance(infos, Mapping):
                 # rl_games has not zeroed the finished episodes' lengths yet when it calls this hook
                 infos = dict(infos, **{EPISODE_LENGTH_KEY: self.algo.current_lengths})
-            self.score.update(infos, done_indices.reshape(-1).tolist())
+            self.score.update(infos, done_indices)  # a tensor: kept on its device until read (once per epoch)
 
     def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
         """End of an epoch (rollout and update done): log, and run a PBT iteration when one is due.

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pbt.config import ELASTIC
-from pbt.devices import default_torch_threads, resolve_device
+from pbt.devices import default_torch_threads, physical_gpu, rank_device, resolve_device
 from pbt.errors import ConfigError
 from pbt.rl_games.trpo.settings import resolve_aliases
 from pbt.tasks.registry import TaskRef, build_task, prepare_backend, task_ref_of
@@ -65,6 +65,14 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
     """Resolve devices and defaults in place and return the config as a plain, resolved dict."""
     cfg.sim_device = resolve_device(cfg.sim_device)
     cfg.rl_device = resolve_device(cfg.rl_device)
+    multi_process = bool(OmegaConf.select(cfg, "train.params.config.multi_gpu", default=False))
+    if multi_process:  # under torchrun: this rank's GPU for the task too, not only the agent's
+        local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+        cfg.sim_device = rank_device(cfg.sim_device, local_rank)
+        cfg.rl_device = rank_device(cfg.rl_device, local_rank)
+        graphics = physical_gpu(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if graphics is not None and str(cfg.sim_device).startswith("cuda") and int(cfg.get("graphics_device_id", 0)) >= 0:
+            cfg.graphics_device_id = graphics  # Vulkan ignores CUDA's mask: the rank's physical GPU
     if cfg.seed is None or int(cfg.seed) < 0:
         cfg.seed = int.from_bytes(os.urandom(4), "little") % (2**31)
     if not cfg.experiment:
@@ -87,6 +95,10 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
             log.info("trpo: %s", note)
     minibatch_size(plain["train"]["params"]["config"])  # an impossible minibatch fails now, not in rl_games
     refuse_other_learners_keys(plain)
+    task_seed = plain.get("task", {}).get("seed")
+    if multi_process and isinstance(task_seed, int) and not isinstance(task_seed, bool) and task_seed >= 0:
+        # Each rank's envs their own stream (rl_games offsets only torch's seed by RANK).
+        plain["task"]["seed"] = task_seed + int(os.environ.get("RANK", "0") or 0)
     return plain
 
 
@@ -231,7 +243,7 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
     ``observer_factory(plain_config)`` builds the rl_games observer (default: WorkerObserver, which
     runs PBT when it is on); pbt.replay passes one that follows a recorded schedule.
     """
-    prepare_backend(task_ref(cfg))  # Isaac Gym must be imported before torch (the observer imports it)
+    prepare_task_backend(cfg)  # Isaac Gym must be imported before torch (the observer imports it)
     from pbt.rl_games.observer import WorkerObserver
 
     observer = (observer_factory or WorkerObserver)(prepare_config(cfg))
@@ -247,6 +259,14 @@ def summarize(observer: "WorkerObserver", wall_time: float) -> RunSummary:
     """The summary of a finished training run, from its observer."""
     return RunSummary(frames=int(observer.algo.frame), wall_time=wall_time, mean_reward=observer.mean_reward(),
                       objective=observer.reported_objective(), start_frame=observer.start_frame)
+
+
+def prepare_task_backend(cfg: DictConfig) -> TaskRef:
+    """:func:`prepare_backend` for the composed config: every entry point (train, play, replay) calls
+    it before anything that imports torch (checkpoints, adapters, the observer)."""
+    ref = task_ref(cfg)
+    prepare_backend(ref)
+    return ref
 
 
 def task_ref(cfg: DictConfig) -> TaskRef:

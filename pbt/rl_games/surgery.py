@@ -267,7 +267,9 @@ def _install(algo: Any, model: torch.nn.Module, spec: NetworkSpec,
     """Make ``model`` the agent's model with a new optimizer like the old one (same class, settings
     and learning rate in force), ``carry`` filling its state."""
     old = algo.optimizer
-    optimizer = type(old)(model.parameters(), **old.defaults)
+    # A learner whose optimizer steps only part of the model (TRPO: the value function) says which.
+    chosen = getattr(algo, "optimizer_parameters", None)
+    optimizer = type(old)(chosen(model) if chosen is not None else model.parameters(), **old.defaults)
     for group, old_group in zip(optimizer.param_groups, old.param_groups):
         group.update({k: v for k, v in old_group.items() if k != "params"})
     carry(optimizer)
@@ -275,6 +277,7 @@ def _install(algo: Any, model: torch.nn.Module, spec: NetworkSpec,
     algo.optimizer = optimizer
     if getattr(algo, "normalize_value", False) and not getattr(algo, "has_central_value", False):
         algo.value_mean_std = model.value_mean_std
+    _model_changed(algo)
     builder = builder_of(algo)
     builder.params["mlp"]["units"] = list(spec.units)
     builder.params["mlp"]["activation"] = spec.activation
@@ -326,9 +329,17 @@ def swap_in(algo: Any, spec: NetworkSpec) -> Callable[[], None]:
         algo.model, algo.optimizer, builder.params = kept[0], kept[1], kept[2]
         if kept[3] is not None:
             algo.value_mean_std = kept[3]
+        _model_changed(algo)
         log.info("network: back to %s", current_spec(algo).describe())
 
     return undo
+
+
+def _model_changed(algo: Any) -> None:
+    """Tell a learner that keeps references into its model (TRPO's parameter lists) that it changed."""
+    hook = getattr(algo, "model_changed", None)
+    if hook is not None:
+        hook()
 
 
 def refuse_unsupported(algo: Any) -> None:

@@ -1,5 +1,6 @@
 """Checkpoints as bytes: serialized with ``torch.save`` and loaded with ``torch.load(weights_only=True)``
-only, so a planted pickle cannot run code. torch is imported inside the functions: the storage
+(or, on torch < 2.6, the allow-list unpickler of ``pbt.storage.unpickler``) only, so a planted pickle
+cannot run code. torch is imported inside the functions: the storage
 package itself stays importable without it.
 """
 import hashlib
@@ -9,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Union
 
 from pbt.errors import CorruptRecordError, UnsafeCheckpointError, WorkspaceError
 from pbt.storage.record import numpy_kind
+from pbt.storage.unpickler import restricted_torch_load
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -122,6 +124,18 @@ def _numpy_safe_globals() -> List[Any]:
             (_numpy_scalar, "numpy._core.multiarray.scalar")]
 
 
+def _weights_only_takes_named_globals(torch: Any) -> bool:
+    """Whether torch's weights-only loader accepts ``safe_globals([(obj, "numpy.dtype"), ...])``:
+    the context manager came in torch 2.5, the ``(obj, name)`` pairs in 2.6."""
+    if not hasattr(torch.serialization, "safe_globals"):
+        return False
+    version = torch.__version__.split("+")[0].split(".")
+    try:
+        return (int(version[0]), int(version[1])) >= (2, 6)
+    except (IndexError, ValueError):
+        return True  # a development build with a safe_globals context manager is a new one
+
+
 def check_state(state: Any, source: str) -> None:
     """Refuse (UnsafeCheckpointError) anything in a loaded checkpoint but dicts with string or int
     keys, lists, tuples, strings, bytes, numbers, None, plain numpy scalars, dense tensors and
@@ -180,8 +194,11 @@ def deserialize_checkpoint(data: bytes, source: str) -> Dict[str, Any]:
     import torch
 
     try:
-        with torch.serialization.safe_globals(_numpy_safe_globals()):
-            state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        if _weights_only_takes_named_globals(torch):
+            with torch.serialization.safe_globals(_numpy_safe_globals()):
+                state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        else:  # torch < 2.6 (Isaac Gym's Python 3.8 stops at 2.4): our own allow-list unpickler
+            state = restricted_torch_load(data, {name: obj for obj, name in _numpy_safe_globals()})
     except pickle.UnpicklingError as exc:
         inner = exc.__context__ if exc.__context__ is not None else exc
         reason = str(inner).strip().splitlines()[-1] if str(inner).strip() else type(inner).__name__

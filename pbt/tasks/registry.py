@@ -212,6 +212,10 @@ def prepare_backend(ref: TaskRef) -> None:
 
     Isaac Gym refuses to load once torch is imported ("PyTorch was imported before isaacgym
     modules"), so the worker imports it first; a missing Isaac Gym fails here, before rl_games loads.
+    A user's class (``task=my_pkg.mod:Cls``) is imported here too: an Isaac Gym task module imports
+    ``isaacgym`` itself, which must happen before anything of ours imports torch.
     """
     if ref.kind == "isaacgym":
         import_isaacgym(ref.name)
+    elif ref.kind == "imported" and ref.name:
+        import_task_class(ref.name)

@@ -136,13 +136,16 @@ def play(cfg: Any, episodes: int) -> PlayResult:
     """Load ``cfg.checkpoint`` into an agent built from ``cfg`` and play ``episodes`` episodes."""
     from omegaconf import open_dict
 
-    from pbt.rl_games.runner import build_runner, create_agent
-    from pbt.storage.checkpoints import load_state_file
+    from pbt.rl_games.runner import build_runner, create_agent, prepare_task_backend
 
     checkpoint = str(cfg.get("checkpoint") or "")
     if not checkpoint:
         raise ConfigError("pbt.play needs checkpoint=<path to a .pth> (e.g. best/checkpoint.pth from "
                           "pbt-analyze, or an rl_games checkpoint in <run dir>/nn/).")
+    prepare_task_backend(cfg)  # Isaac Gym before torch: loading the checkpoint imports torch
+    from pbt.rl_games.agent import plain_checkpoint
+    from pbt.storage.checkpoints import load_state_file
+
     state = load_state_file(checkpoint)
     if "model" not in state:
         raise ConfigError(f"checkpoint={checkpoint} holds no 'model' weights; pass an rl_games/PBT checkpoint.")
@@ -171,7 +174,7 @@ def play(cfg: Any, episodes: int) -> PlayResult:
         agent = create_agent(runner, "play")
         try:
             try:
-                agent.set_weights(state)
+                agent.set_weights(plain_checkpoint(state))  # rl_games' saves of a compiled run: _orig_mod.*
             except (RuntimeError, KeyError) as exc:
                 raise ConfigError(
                     f"checkpoint={checkpoint} does not fit the policy this config builds ({exc}). Pass the task "

@@ -199,6 +199,9 @@ def run(cfg: Any, steps: Sequence[ScheduleStep]) -> Any:
     """Train one worker following ``steps``; return its RunSummary."""
     from omegaconf import OmegaConf
 
+    from pbt.rl_games.runner import prepare_task_backend
+
+    prepare_task_backend(cfg)  # Isaac Gym before torch: the adapters import it
     from pbt.rl_games.registry import adapter_class
 
     if cfg.pbt.get("enabled", False):

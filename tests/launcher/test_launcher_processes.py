@@ -7,6 +7,7 @@ Liveness is read from /proc/PID/stat (a zombie counts as dead: PID 1 may reap or
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -180,11 +181,19 @@ def test_gpu_allocator_refills_the_emptiest_gpu() -> None:
     assert gpus.acquire() == 1  # GPU 1 now has the fewest members
 
 
-def test_gpu_allocator_unmanaged() -> None:
-    gpus = GpuAllocator(num_gpus=4, per_gpu=-1)
+def test_gpu_allocator_unmanaged_on_one_gpu_and_unlimited_on_several() -> None:
+    gpus = GpuAllocator(num_gpus=1, per_gpu=-1)
     assert not gpus.managed
     assert gpus.has_capacity()
     assert gpus.acquire() is None
+    gpus = GpuAllocator(num_gpus=3, per_gpu=-1)  # several GPUs: spread, never all on the first
+    assert gpus.managed and gpus.capacity is None
+    assert [gpus.acquire() for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0] and gpus.has_capacity()
+
+
+def test_gpu_allocator_counts_gpus_other_members_hold() -> None:
+    gpus = GpuAllocator(2, 2, devices=["4", "5"], held={"4": 2, "7": 1})
+    assert gpus.acquire() == 1 and gpus.acquire() == 1 and not gpus.has_capacity()
 
 
 @pytest.mark.parametrize(
@@ -434,3 +443,66 @@ def test_stale_lock_of_a_dead_launcher_is_taken_over(setup: Setup) -> None:
     result = setup.run(module, "--num_gpus=0")
     assert result.returncode == 0, result.stdout
     assert "taking over" in result.stdout
+
+
+# --- an inherited CUDA_VISIBLE_DEVICES mask (launcher.backends.gpus) ---------------------------
+
+
+def run_with_mask(setup: Setup, module: str, mask: str, *options: str) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run(setup.launcher_argv(module, *options), cwd=str(REPO), env=setup.env({"CUDA_VISIBLE_DEVICES": mask}),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+
+
+def graphics_args(start: dict) -> List[str]:
+    return [a for a in start["argv"] if a.startswith("graphics_device_id=")]
+
+
+def test_members_stay_on_the_gpus_of_an_inherited_mask(setup: Setup) -> None:
+    module = setup.module("mode=ok sleep=1", n=4)
+    result = run_with_mask(setup, module, "4,5", "--experiments_per_gpu=2")
+    assert result.returncode == 0, result.stdout
+    starts = [setup.starts(i)[0] for i in range(4)]
+    assert [s["cvd"] for s in starts] == ["4", "5", "4", "5"]  # never "0"/"1": indices into the launcher's mask
+    assert [graphics_args(s) for s in starts] == [[f"graphics_device_id={s['cvd']}"] for s in starts]  # Vulkan: physical
+    assert "[pop_01] CUDA_VISIBLE_DEVICES=5:" in result.stdout
+    assert not list((setup.train_dir / "run" / "pop" / "gpus").iterdir())  # claims released with the members
+
+
+def test_the_default_spreads_members_over_uuid_and_mig_gpus(setup: Setup) -> None:
+    mask = "GPU-8c3e2f1a-0000-1111-2222-333344445555,MIG-4a1b2c3d-6666-7777-8888-999900001111"
+    module = setup.module("mode=ok sleep=0.2", n=4)
+    result = run_with_mask(setup, module, mask)  # --experiments_per_gpu=-1 (the default)
+    assert result.returncode == 0, result.stdout
+    starts = [setup.starts(i)[0] for i in range(4)]
+    entries = mask.split(",")
+    assert [s["cvd"] for s in starts] == [entries[0], entries[1], entries[0], entries[1]]
+    assert not any(graphics_args(s) for s in starts)  # no Vulkan index for a UUID: left as configured
+
+
+def test_a_mask_of_one_gpu_is_inherited_unchanged(setup: Setup) -> None:
+    module = setup.module("mode=ok", n=2)
+    result = run_with_mask(setup, module, "3")
+    assert result.returncode == 0, result.stdout
+    assert [setup.starts(i)[0]["cvd"] for i in range(2)] == ["3", "3"]
+    assert "CUDA_VISIBLE_DEVICES inherited (3)" in result.stdout
+
+
+def test_members_another_launcher_runs_count_against_their_gpus(setup: Setup) -> None:
+    """--add: the members already running (here: claims by this live test process) fill GPU 4."""
+    claims = setup.train_dir / "run" / "pop" / "gpus"
+    claims.mkdir(parents=True)
+    me = f"{socket.gethostname()} {os.getpid()} {process_start_time(os.getpid()) or ''}".rstrip()
+    for name in ("pop_07", "pop_08"):
+        (claims / name).write_text(f"{me}\n4\n")
+    (claims / "pop_09").write_text(f"{socket.gethostname()} 999999999\n5\n")  # a dead member's claim
+    module = setup.module("mode=ok sleep=0.2", n=2)
+    result = run_with_mask(setup, module, "4,5", "--experiments_per_gpu=2")
+    assert result.returncode == 0, result.stdout
+    assert [setup.starts(i)[0]["cvd"] for i in range(2)] == ["5", "5"]
+    assert "already held by running members of this run: 4 (2)" in result.stdout
+
+
+def test_more_gpus_than_the_mask_gives_is_refused(setup: Setup) -> None:
+    module = setup.module("mode=ok", n=1)
+    result = run_with_mask(setup, module, "4,5", "--num_gpus=4", "--experiments_per_gpu=1")
+    assert result.returncode == 2 and "this launcher was given 2 GPU(s)" in result.stdout, result.stdout

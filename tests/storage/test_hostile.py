@@ -99,7 +99,10 @@ class Scene:
 
 @pytest.mark.parametrize("attack", [a.__name__ for a in hostile_peer.Planter(Path("."), 3, [0], Path("."),
                                                                               Path(".")).attacks])
-def test_every_planted_attack_is_refused(attack: str) -> None:
+@pytest.mark.parametrize("loader", ["weights_only", "allow-list (torch < 2.6)"])
+def test_every_planted_attack_is_refused(attack: str, loader: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if loader != "weights_only":
+        monkeypatch.delattr(torch.serialization, "safe_globals")
     scene = Scene()
     planter = hostile_peer.Planter(scene.root, 3, [0], scene.outside, scene.marker)
     getattr(planter, attack)()

@@ -1,8 +1,10 @@
 """Local backend: run every member as a child process on this machine.
 
 - At most ``max_parallel`` members run at once (0: all); with ``experiments_per_gpu > 0`` each member
-  gets ``CUDA_VISIBLE_DEVICES`` set to the least-loaded of ``num_gpus`` GPUs (ties: lowest index)
-  and at most ``experiments_per_gpu`` members share a GPU; ``-1`` leaves the variable alone.
+  gets ``CUDA_VISIBLE_DEVICES`` set to the least-loaded of the launcher's GPUs (an inherited mask's
+  entries, else ``num_gpus`` indices) and at most ``experiments_per_gpu`` members share a GPU; ``-1``
+  spreads them without a limit over several GPUs and leaves the variable alone with one
+  (``launcher.backends.gpus``: masks, ``--add``, Isaac Gym's graphics device).
 - Each member writes stdout and stderr to its own log file (appended across restarts).
 - Each member starts in its own session (process group). SIGINT, SIGTERM or SIGHUP to the launcher
   sends SIGTERM to every member's process group and to every process it started, waits up to
@@ -17,6 +19,7 @@
 """
 import argparse
 import collections
+import dataclasses
 import logging
 import os
 import signal
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from pbt.launcher.backends.base import str2bool
+from pbt.launcher.backends.gpus import MASK, GpuAllocator, claim, held_gpus, mask_entries, member_argv, unclaim, visible_gpus
 from pbt.launcher.backends.proctools import kill_signal_name, related_processes, signal_group, signal_processes
 from pbt.launcher.progress import LIVE_INTERVAL, MODES, PLAIN_INTERVAL, ProgressReporter
 from pbt.launcher.run_description import Member
@@ -44,8 +48,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("processes backend")
     group.add_argument("--pause_between", type=float, default=0.0, help="seconds between two member starts (processes)")
-    group.add_argument("--num_gpus", type=int, default=1, help="GPUs on this machine to spread members over")
-    group.add_argument("--experiments_per_gpu", type=int, default=-1, help="members per GPU (sets CUDA_VISIBLE_DEVICES); -1 leaves it unset")
+    group.add_argument("--num_gpus", type=int, default=None,
+                       help="GPUs to spread members over (default: all of an inherited CUDA_VISIBLE_DEVICES, else 1)")
+    group.add_argument("--experiments_per_gpu", type=int, default=-1,
+                       help="members per GPU (sets CUDA_VISIBLE_DEVICES); -1: no limit, spread over several GPUs, "
+                            "the variable left alone with one")
     group.add_argument("--max_restarts", type=int, default=3, help="restarts of a crashed member (it resumes from its workspace)")
     group.add_argument("--restart_delay", type=float, default=1.0, help="seconds before a crashed member is restarted")
     group.add_argument("--kill_timeout", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL when stopping")
@@ -63,8 +70,8 @@ class ProcessesOptions:
     """Options of the processes backend (``python -m launcher.run --help``); validated on creation."""
 
     max_parallel: int = 0  # members running at once (0: all)
-    num_gpus: int = 1  # GPUs to spread members over
-    experiments_per_gpu: int = -1  # members per GPU; -1: CUDA_VISIBLE_DEVICES left alone
+    num_gpus: Optional[int] = None  # GPUs to spread members over (None: the inherited mask's, else 1)
+    experiments_per_gpu: int = -1  # members per GPU; -1: no limit (one GPU: CUDA_VISIBLE_DEVICES left alone)
     pause_between: float = 0.0  # seconds between two member starts
     max_restarts: int = 3  # restarts of a crashed member
     restart_delay: float = 1.0  # seconds before a crashed member restarts
@@ -78,12 +85,16 @@ class ProcessesOptions:
     def __post_init__(self) -> None:
         if self.max_parallel < 0:
             raise ConfigError(f"--max_parallel={self.max_parallel} is negative; use 0 to run every member at once, or a positive limit.")
-        if self.num_gpus < 0:
+        if self.num_gpus is not None and self.num_gpus < 0:
             raise ConfigError(f"--num_gpus={self.num_gpus} is negative; use the number of GPUs on this machine (0 for none).")
         if self.experiments_per_gpu == 0 or self.experiments_per_gpu < -1:
             raise ConfigError(f"--experiments_per_gpu={self.experiments_per_gpu} is invalid; use a positive count, or -1 to leave CUDA_VISIBLE_DEVICES unset.")
         if self.experiments_per_gpu > 0 and self.num_gpus == 0:
             raise ConfigError("--experiments_per_gpu > 0 needs --num_gpus >= 1; for CPU-only runs use --experiments_per_gpu=-1.")
+        if self.experiments_per_gpu > 0 and self.num_gpus is None and os.environ.get(MASK) is not None \
+                and not mask_entries(os.environ[MASK]):
+            raise ConfigError(f"--experiments_per_gpu > 0 but {MASK} is empty: this launcher was given no GPU. "
+                              "For CPU-only runs use --experiments_per_gpu=-1.")
         if self.max_restarts < 0:
             raise ConfigError(f"--max_restarts={self.max_restarts} is negative; use 0 to never restart a crashed member.")
         for name, value in (("--pause_between", self.pause_between), ("--restart_delay", self.restart_delay), ("--kill_timeout", self.kill_timeout)):
@@ -109,32 +120,6 @@ def options_from_args(args: argparse.Namespace) -> ProcessesOptions:
         summary=args.summary,
         added=getattr(args, "add", 0) > 0,
     )
-
-
-class GpuAllocator:
-    """Hands out GPU indices: least-loaded first, ties to the lowest index, at most ``per_gpu`` each."""
-
-    def __init__(self, num_gpus: int, per_gpu: int) -> None:
-        self.managed = per_gpu > 0 and num_gpus > 0
-        self.per_gpu = per_gpu
-        self.load: List[int] = [0] * (num_gpus if self.managed else 0)
-
-    def has_capacity(self) -> bool:
-        return not self.managed or min(self.load) < self.per_gpu
-
-    def acquire(self) -> Optional[int]:
-        """A GPU index for a new member (None when GPUs are not managed)."""
-        if not self.managed:
-            return None
-        gpu = min(range(len(self.load)), key=lambda i: (self.load[i], i))
-        if self.load[gpu] >= self.per_gpu:
-            raise RuntimeError("GpuAllocator.acquire() called without capacity")
-        self.load[gpu] += 1
-        return gpu
-
-    def release(self, gpu: Optional[int]) -> None:
-        if gpu is not None:
-            self.load[gpu] -= 1
 
 
 def _make_preexec() -> Optional[Callable[[], None]]:
@@ -184,10 +169,12 @@ class ProcessesBackend:
     def __init__(self, members: List[Member], options: ProcessesOptions) -> None:
         self.members = members
         self.options = options
-        self.gpus = GpuAllocator(options.num_gpus, options.experiments_per_gpu)
+        devices = visible_gpus(options.num_gpus, os.environ)
+        held = held_gpus(m.experiment_dir for m in members)  # members another launcher runs (--add)
+        self.gpus = GpuAllocator(len(devices), options.experiments_per_gpu, devices, held)
         limit = options.max_parallel or len(members)
-        if self.gpus.managed:
-            limit = min(limit, options.num_gpus * options.experiments_per_gpu)
+        if self.gpus.capacity is not None:
+            limit = min(limit, max(1, self.gpus.capacity - sum(held.get(d, 0) for d in devices)))
         self.limit = max(1, limit)
         self._pending: Deque[_Worker] = collections.deque(_Worker(m) for m in members)
         self._running: List[_Worker] = []
@@ -232,7 +219,8 @@ class ProcessesBackend:
             log.info(
                 "starting %d member(s), at most %d at a time%s",
                 len(self.members), self.limit,
-                f", {self.options.experiments_per_gpu} per GPU on {self.options.num_gpus} GPU(s)" if self.gpus.managed else "",
+                (f", {self.options.experiments_per_gpu if self.gpus.per_gpu else 'any number'} per GPU on GPU(s) "
+                 f"{','.join(self.gpus.devices)}") if self.gpus.managed else "",
             )
             log.info("stop them all with Ctrl-C or: kill -TERM %d", os.getpid())
             progress.start()
@@ -289,23 +277,26 @@ class ProcessesBackend:
         worker.gpu = self.gpus.acquire()
         env = dict(os.environ)
         env.update(member.env)
-        if worker.gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(worker.gpu)
-            device = f"CUDA_VISIBLE_DEVICES={worker.gpu}"
+        entry = self.gpus.devices[worker.gpu] if worker.gpu is not None else None
+        argv = member_argv(member.argv, entry)
+        if entry is not None:
+            env[MASK] = entry  # the entry of the launcher's mask, never an index into it
+            device = f"{MASK}={entry}"
         else:
-            device = "CUDA_VISIBLE_DEVICES " + (f"inherited ({os.environ['CUDA_VISIBLE_DEVICES']})" if "CUDA_VISIBLE_DEVICES" in os.environ else "unset")
+            device = f"{MASK} " + (f"inherited ({os.environ[MASK]})" if MASK in os.environ else "unset")
         os.makedirs(os.path.dirname(member.log_path), exist_ok=True)
         os.makedirs(member.experiment_dir, exist_ok=True)
         if worker.log_file is None:
             worker.log_file = open(member.log_path, "ab")
         worker.starts += 1
         attempt = "" if worker.starts == 1 else f" (restart {worker.restarts}/{self.options.max_restarts})"
-        worker.note(f"start{attempt} {device}: {member.shell_cmd}")
-        log.info("[%s]%s %s: %s", member.name, attempt, device, member.shell_cmd)
+        command = dataclasses.replace(member, argv=argv).shell_cmd
+        worker.note(f"start{attempt} {device}: {command}")
+        log.info("[%s]%s %s: %s", member.name, attempt, device, command)
         self._last_start = time.monotonic()
         try:
             worker.proc = subprocess.Popen(
-                member.argv,
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=worker.log_file,
                 stderr=subprocess.STDOUT,
@@ -314,13 +305,15 @@ class ProcessesBackend:
                 preexec_fn=self._preexec,
             )
         except OSError as exc:
-            self.gpus.release(worker.gpu)
+            self._release_gpu(worker)
             worker.note(f"could not start: {exc}")
             log.error("[%s] could not start %r: %s. Check the experiment's command.", member.name, member.argv[0], exc)
             self._failed.append(worker)
             self._close_log(worker)
             return
         log.debug("[%s] pid %d, log %s", member.name, worker.pid, member.log_path)
+        if entry is not None:
+            claim(member.experiment_dir, member.name, worker.pid, entry)
         self._running.append(worker)
 
     def _reap(self) -> None:
@@ -330,7 +323,7 @@ class ProcessesBackend:
             if code is None:
                 continue
             self._running.remove(worker)
-            self.gpus.release(worker.gpu)
+            self._release_gpu(worker)
             self._kill_leftovers(worker)
             member = worker.member
             if code == 0:
@@ -401,11 +394,17 @@ class ProcessesBackend:
             except subprocess.TimeoutExpired:
                 code = None
                 log.error("[%s] pid %d did not exit even after SIGKILL", worker.member.name, worker.pid)
-            self.gpus.release(worker.gpu)
+            self._release_gpu(worker)
             worker.note(f"stopped by the launcher (exit status {code})")
             log.info("[%s] stopped (exit status %s)", worker.member.name, code)
             self._close_log(worker)
         self._running = []
+
+    def _release_gpu(self, worker: _Worker) -> None:
+        if worker.gpu is not None:
+            unclaim(worker.member.experiment_dir, worker.member.name)
+        self.gpus.release(worker.gpu)
+        worker.gpu = None
 
     @staticmethod
     def _close_log(worker: _Worker) -> None:

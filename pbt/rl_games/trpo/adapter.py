@@ -88,6 +88,7 @@ class TrpoAdapter(AgentAdapter):
 
     setters: Mapping[str, Setter] = TRPO_SETTERS
     readers: Mapping[str, Reader] = TRPO_READERS
+    follows_rank0 = True
 
     # Each change bumps ``algo.generation``: in a multi-process run, rank 0 (the only one running PBT)
     # then sends its agent to the other ranks before the next rollout (pbt/rl_games/trpo/spmd.py).

@@ -88,6 +88,18 @@ class TrpoAgent(a2c_continuous.A2CAgent):
         self.generation = 0
         self.algo_observer.after_init(self)
 
+    # -- network surgery (pbt/mutation=agilerl) ----------------------------------------------------
+    def optimizer_parameters(self, model: torch.nn.Module) -> List[torch.nn.Parameter]:
+        """What the optimizer of ``model`` steps: the value function's parameters (surgery builds the
+        new optimizer from these; TRPO steps the policy itself)."""
+        return optim.split_parameters(list(model.named_parameters()), VALUE_PREFIXES)[1]
+
+    def model_changed(self) -> None:
+        """Surgery swapped ``self.model``: the policy step and the value optimizer must follow it, or
+        the update differentiates the old model's parameters (zero gradients) and the policy freezes."""
+        self.policy_params, self.value_params = optim.split_parameters(list(self.model.named_parameters()),
+                                                                       VALUE_PREFIXES)
+
     # -- one epoch ---------------------------------------------------------------------------------
     def train_epoch(self) -> Tuple[Any, ...]:
         """Roll out, then one TRPO update; returns what rl_games' ``train`` loop logs."""
@@ -245,5 +257,5 @@ class TrpoAgent(a2c_continuous.A2CAgent):
             group["lr"] = lr
 
     def train(self) -> Any:
-        with spmd.cpu_device_guard(self):
+        with spmd.cpu_device_guard(self), spmd.cpu_object_broadcasts(self):
             return super().train()

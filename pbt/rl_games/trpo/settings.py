@@ -78,6 +78,7 @@ class TrpoSettings:
         """Read and check the TRPO keys of ``config`` (``train.params.config``); ConfigError naming the
         key, the rule and a nearby valid key for a misspelt one."""
         _refuse_misspelt(config)
+        refuse_compile(config)
         values: Dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in config or config[f.name] is None:
@@ -193,6 +194,17 @@ class TrpoSettings:
             "ppo": True,
         })
         return out
+
+
+def refuse_compile(config: Mapping[str, Any]) -> None:
+    """ConfigError unless ``torch_compile`` is off (rl_games compiles when the key is absent): TRPO's
+    Fisher-vector products differentiate the KL's gradient again (double backward), which
+    torch.compile's AOT autograd does not support, so the first update would fail after start-up."""
+    value = config.get("torch_compile", True)
+    if value is not False:  # rl_games compiles for any other value (a mode, a dict, even None)
+        raise ConfigError(f"{PREFIX}torch_compile={value!r}: the trpo learner cannot run a compiled model (its "
+                          "Fisher-vector products need double backward, which torch.compile does not support). Set "
+                          f"{PREFIX}torch_compile=false, or train with a2c_continuous (PPO) to use torch.compile.")
 
 
 def _number(name: str, raw: Any) -> float:

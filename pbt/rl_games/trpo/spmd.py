@@ -6,8 +6,10 @@ ranks to the agent. Every rank rolls out its own envs; the update averages what 
 (the surrogate's gradient, each Fisher-vector product, the line search's surrogate and KL, the value
 gradients, the normalisers' statistics), so every rank takes the same step and the parameters stay
 identical. Single-process agents skip all of it (every helper is a no-op for them). Every tensor sent
-lives on the agent's device (NCCL sends CUDA tensors only).
+by a collective lives on the agent's device (NCCL sends CUDA tensors only); objects (rank 0's agent)
+are pickled from CPU copies.
 """
+import collections
 import contextlib
 import logging
 import os
@@ -17,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, Optional
 import torch
 import torch.distributed as dist
 
+from pbt.devices import rank_device
 from pbt.errors import PbtError
 
 log = logging.getLogger(__name__)
@@ -41,7 +44,7 @@ def start(config: Dict[str, Any]) -> Optional[Distributed]:
     world = int(os.getenv("WORLD_SIZE", "1"))
     cuda = str(config.get("device", "cpu")).startswith("cuda")
     if cuda:
-        config["device"] = config["device_name"] = f"cuda:{local_rank}"
+        config["device"] = config["device_name"] = rank_device(config["device"], local_rank)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
     config["multi_gpu"] = False
@@ -116,6 +119,28 @@ def cpu_device_guard(agent: Any) -> Iterator[None]:
         torch.cuda.set_device = original
 
 
+@contextlib.contextmanager
+def cpu_object_broadcasts(agent: Any) -> Iterator[None]:
+    """rl_games' ``train`` starts by broadcasting rank 0's model state as a pickled object; a pickled CUDA
+    tensor is unpickled onto rank 0's GPU number on every rank. For the duration of training, objects
+    that rank 0 broadcasts are sent as CPU copies (:func:`cpu_copies`)."""
+    if not _active(agent):
+        yield
+        return
+    original = dist.broadcast_object_list
+
+    def broadcast(objects: Any, src: int = 0, *args: Any, **kwargs: Any) -> Any:
+        if dist.get_rank() == src:
+            objects[:] = [cpu_copies(obj) for obj in objects]
+        return original(objects, src, *args, **kwargs)
+
+    dist.broadcast_object_list = broadcast
+    try:
+        yield
+    finally:
+        dist.broadcast_object_list = original
+
+
 #: Agent attributes a PBT decision may change in place (besides the weights): rank 0's reach every rank.
 FOLLOWED = ("trpo", "gamma", "tau", "last_lr", "mini_epochs_num", "critic_coef", "grad_norm", "truncate_grads")
 
@@ -139,9 +164,10 @@ def follow_rank0(agent: Any) -> bool:
         return False
     payload = [None]
     if agent.global_rank == 0:
-        payload = [{"model": agent.model.state_dict(), "optimizer": agent.optimizer.state_dict(),
-                    "attrs": {name: getattr(agent, name) for name in FOLLOWED},
-                    "reward_scale": agent.rewards_shaper.scale_value, "generation": int(generation[0])}]
+        # CPU copies: a pickled CUDA tensor would be unpickled onto rank 0's GPU on every rank.
+        payload = [cpu_copies({"model": agent.model.state_dict(), "optimizer": agent.optimizer.state_dict(),
+                               "attrs": {name: getattr(agent, name) for name in FOLLOWED},
+                               "reward_scale": agent.rewards_shaper.scale_value, "generation": int(generation[0])})]
     dist.broadcast_object_list(payload, 0)
     state = payload[0]
     if agent.global_rank != 0:
@@ -155,6 +181,18 @@ def follow_rank0(agent: Any) -> bool:
         agent.generation = state["generation"]
         log.info("trpo rank %d: took rank 0's agent (generation %d)", agent.global_rank, agent.generation)
     return True
+
+
+def cpu_copies(value: Any) -> Any:
+    """``value`` with every tensor (in dicts, lists, tuples) replaced by a detached CPU copy."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        out = {k: cpu_copies(v) for k, v in value.items()}
+        return collections.OrderedDict(out) if isinstance(value, collections.OrderedDict) else out
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(cpu_copies(v) for v in value)
+    return value
 
 
 def rank0_value(agent: Any, value: float) -> float:

@@ -20,7 +20,7 @@ from pbt.rl_games.trpo import spmd  # noqa: E402
 
 logging.basicConfig(level=logging.INFO)
 rank = int(os.environ["RANK"])
-algo = build(["train.params.config.multi_gpu=True", f"seed={7 + rank}"], Path(sys.argv[1]) / f"runs{rank}", "spmd").algo
+algo = build(["train.params.config.multi_gpu=True", "seed=7"], Path(sys.argv[1]) / f"runs{rank}", "spmd").algo
 adapter = make_adapter(algo, "trpo")
 # rl_games' train() starts by sending rank 0's model to every rank; this driver calls train_epoch itself.
 state = [algo.model.state_dict()]
