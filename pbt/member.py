@@ -156,7 +156,7 @@ class PbtMember:
         try:
             if not is_restarted() and not self.cfg.get("checkpoint"):
                 self._resume_or_start()
-            elif not self.pbt.restarted:  # a fresh member from a checkpoint: its hyperparameters are the config's
+            elif not is_restarted():  # a fresh member from a checkpoint: its hyperparameters are the config's
                 self.params = with_fixed_values(self.pbt.explore.search_space, self.params, self.params, self.pbt.policy_idx)
             self.liveness.start()
         except BaseException:
