@@ -32,7 +32,7 @@ def test_readme_names_the_main_job():
     assert argv[:3] == ["python", "-m", "launcher.run"] and "--run=experiments.smoke_pbt" in argv
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_main_job_as_printed_in_the_readme_shows_pbt_working(tmp_path: Path):
     argv = readme_main_job()
     train_dir = tmp_path / "train_dir"

@@ -5,6 +5,8 @@ import pytest
 
 from conftest import run_train
 
+pytestmark = pytest.mark.training  # every test starts python -m pbt.train
+
 
 def test_unknown_task_fails_at_once_listing_valid_tasks(tmp_path):
     proc = run_train(["task=Pendulm"], tmp_path, timeout=60)

@@ -68,7 +68,7 @@ def _member_cmd(idx: int, ws: Path, runs: Path, max_frames: int):
             f"seed={1000 + idx}"]
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_member_resumes_from_v1_workspace(tmp_path):
     ws = _copy_fixture(tmp_path)
     member = ws / "000"

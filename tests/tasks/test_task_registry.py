@@ -270,6 +270,7 @@ def test_prepare_backend_without_isaacgym_names_what_to_install(monkeypatch: pyt
     prepare_backend(TaskRef("Pendulum", "Pendulum"))  # other kinds: nothing to import
 
 
+@pytest.mark.training
 def test_isaacgym_task_without_isaacgym_fails_at_once_naming_the_install(tmp_path: Path) -> None:
     proc = run_train(["task=isaacgym/Ant", f"train_dir={tmp_path / 'runs'}"], tmp_path, timeout=120)
     out = proc.stderr + proc.stdout
@@ -337,6 +338,7 @@ def test_isaacgym_after_torch_says_to_import_it_first(tmp_path: Path, monkeypatc
     sys.modules.pop("isaacgym", None)
 
 
+@pytest.mark.training
 def test_isaacgym_fake_task_trains_through_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_fake_isaacgym(tmp_path / "fake")
     record = tmp_path / "built_with.json"

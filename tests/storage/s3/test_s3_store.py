@@ -13,6 +13,8 @@ from pbt.storage.reader import open_store
 from pbt.storage.s3 import S3Store
 from pbt.storage.s3_client import parse_s3_url
 
+pytestmark = pytest.mark.s3  # the seaweed fixture: a real SeaweedFS
+
 
 def bucket_and_prefix(url: str):  # noqa: ANN201
     return parse_s3_url(url)
