@@ -43,7 +43,6 @@ def test_mutation_of_missing_key_is_refused_naming_nearest(tmp_path):
     assert not (tmp_path / "ws" / "001").exists()
 
 
-@pytest.mark.slow
 def test_pendulum_learns_within_a_million_frames(trained_pendulum):
     summary = trained_pendulum["summary"]
     assert summary["frames"] >= 1_000_000
