@@ -43,8 +43,9 @@ def test_the_launcher_needs_training_only_for_a_run_description_that_trains(tmp_
     assert set(tiers.required_markers(launcher + ["--run=fake_run"], env=env)) == set()
     assert set(tiers.required_markers(launcher + [f"--run={tmp_path / 'fake_run.py'}"])) == set()
     assert set(tiers.required_markers(launcher + ["--run=experiments.smoke_pbt"], cwd=str(REPO))) == {"training"}
-    # what cannot be read counts as training
-    assert set(tiers.required_markers(launcher + ["--run=no_such_run_module"], env=env)) == {"training"}
+    # one the launcher cannot find either starts nothing (it is refused); no --run: counts as training
+    assert set(tiers.required_markers(launcher + ["--run=no_such_run_module"], env=env)) == set()
+    assert set(tiers.required_markers(launcher, env=env)) == {"training"}
 
 
 def _cluster_script(tmp_path: Path) -> Path:

@@ -8,6 +8,7 @@
   library, pytest, PyYAML and hypothesis (tests/import_needs.py), and the test is in no tier whose
   processes or servers need more; without torch (the Python 3.8 leg) only core modules are collected.
 """
+import importlib.util
 import multiprocessing.process
 import os
 import re
@@ -88,7 +89,8 @@ _TRAINING_TEXT = re.compile(r"\bpbt[.-](train|play|replay)\b|\bpbt-launch\b|\bto
 
 def _run_description_trains(argv: List[str], cwd: Optional[str], env: Optional[Dict[str, str]]) -> bool:
     """Whether ``python -m launcher.run --run=X`` starts training: X's source names a training program
-    (fake workers do not). Unknown when X cannot be found: then it counts as training."""
+    (fake workers do not). A run description the launcher cannot find either starts nothing; one
+    found but unreadable counts as training."""
     run = next((a.split("=", 1)[1] for a in argv if a.startswith("--run=")), None)
     if run is None and "--run" in argv[:-1]:
         run = argv[argv.index("--run") + 1]
@@ -101,10 +103,19 @@ def _run_description_trains(argv: List[str], cwd: Optional[str], env: Optional[D
         paths = (env if env is not None else os.environ).get("PYTHONPATH", "")
         folders = [Path(p) for p in paths.split(os.pathsep) if p] + [base, REPO]
         candidates = [folder / (run.replace(".", os.sep) + ".py") for folder in folders]
+        try:  # an installed run description
+            spec = importlib.util.find_spec(run)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            candidates.append(Path(spec.origin))
     for candidate in candidates:
         if candidate.is_file():
-            return bool(_TRAINING_TEXT.search(candidate.read_text(errors="replace")))
-    return True
+            try:
+                return bool(_TRAINING_TEXT.search(candidate.read_text(errors="replace")))
+            except OSError:
+                return True
+    return False
 
 
 def required_markers(args: Any, cwd: Any = None, env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -194,7 +205,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def _torch_installed() -> bool:
-    import importlib.util
     return importlib.util.find_spec("torch") is not None
 
 
