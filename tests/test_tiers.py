@@ -1,6 +1,7 @@
 """The tier checks of tests/tiers.py: what needs which marker, that an unmarked test fails before
 the process starts (and a marked one starts it), and which test modules are core (Python 3.8 leg)."""
 import multiprocessing
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,3 +129,13 @@ def test_the_core_modules_the_import_check_names_are_core() -> None:
         base = REPO.joinpath(*module.split("."))
         path = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
         assert is_core(path, cache), (module, needed_packages(path, cache))
+
+
+def test_the_readme_and_ci_run_the_tiers_the_same_way() -> None:
+    readme = (REPO / "README.md").read_text()
+    blocks = [b.strip() for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)]
+    assert any(b.endswith("&& python -m pytest") for b in blocks), "the README's quick-tier command"
+    assert 'python -m pytest -m ""' in blocks, "the README's every-tier command"
+    ci = (REPO / ".ci" / "run").read_text()
+    assert re.search(r'python -m pytest -m "" ', ci), ".ci/run runs every tier, as the README says"
+    assert re.search(r"-m core\b", (REPO / "scripts" / "test_py38.sh").read_text()), "the Python 3.8 leg: -m core"
