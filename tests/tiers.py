@@ -240,7 +240,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
 
 
 def pytest_deselected(items: List[pytest.Item]) -> None:
-    _deselected[0] += len(items)
+    _deselected[0] += sum(1 for item in items if any(item.get_closest_marker(tier) for tier in TIERS))
 
 
 def _quick_expression(config: pytest.Config) -> Optional[str]:
@@ -256,12 +256,15 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
     lines = []
     if config.option.markexpr and config.option.markexpr == _quick_expression(config):
         lines.append("tiers: the quick tier (pyproject addopts); all tiers: python -m pytest -m \"\"")
-    if _ignored or not _torch_installed():
+    if not _torch_installed():
         lines.append("tiers: torch is not installed: only the core test modules are collected")
     return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if _ignored:
+        terminalreporter.write_line(f"{len(_ignored)} test modules that need torch or more were not collected "
+                                    "(torch is not installed)")
     if _deselected[0] and config.option.markexpr == _quick_expression(config):
         terminalreporter.write_line(f"{_deselected[0]} tests of the slower tiers ({', '.join(TIERS)}) were "
                                     "deselected: `python -m pytest -m \"\"` runs every tier")
