@@ -73,6 +73,7 @@ def test_a_donor_of_another_architecture_is_adopted(tmp_path: Path, mode: str) -
 
 
 @pytest.mark.training
+@pytest.mark.faults
 def test_a_population_evolves_its_network_through_a_kill_and_resume(tmp_path: Path) -> None:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     # Member 1 takes donors by exec restart, member 0 in place; both act at every iteration
