@@ -63,6 +63,10 @@ def _commands(args: Any) -> Iterator[List[str]]:
         yield [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args]
 
 
+_WRAPPER_OPTION = re.compile(r"-.*|[^=/]+=.*|[\d.]+[smhd]?")
+"""An option, a VAR=value or a duration (timeout's) before the wrapped program."""
+
+
 def _program(argv: List[str]) -> Optional[str]:
     """What ``argv`` runs, wrappers skipped: ``python -m <module>``, a script path or a program name."""
     i = 0
@@ -70,7 +74,7 @@ def _program(argv: List[str]) -> Optional[str]:
         name = os.path.basename(argv[i])
         if name in WRAPPERS:
             i += 1
-            while i < len(argv) and (argv[i].startswith("-") or "=" in argv[i] or re.fullmatch(r"[\d.]+[smhd]?", argv[i])):
+            while i < len(argv) and _WRAPPER_OPTION.fullmatch(argv[i]):
                 i += 1
             continue
         if re.fullmatch(r"python[\d.]*", name):
