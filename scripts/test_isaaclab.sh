@@ -42,4 +42,5 @@ trap 'rm -rf "$SCRATCH"' EXIT
 # joint names whose defaultPrim names no prim (cartPole vs cartpole): write a corrected copy.
 export PBT_ISAACLAB_CARTPOLE_USD="$("$PY" -m pbt.tasks.isaaclab_assets cartpole "$SCRATCH")"
 export PBT_ISAACLAB_SCRATCH="$SCRATCH"
-"$PY" -m pytest -q -p no:cacheprovider tests/isaaclab "$@"
+# -m "": every tier of tests/isaaclab (the isaaclab-marked ones and the pure ones beside them).
+"$PY" -m pytest -q -p no:cacheprovider -m "" tests/isaaclab "$@"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The torch-free core (config, mutation, selection, workspace records, restart, launcher) on
 # Python 3.8, Isaac Gym's Python: a throwaway venv with pytest, pyyaml and hypothesis only.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY38="${PY38:-}"
@@ -18,8 +19,7 @@ VENV="${VENV38:-${TMPDIR:-/tmp}/pbt-py38-venv}"
 [ -x "$VENV/bin/python" ] || "$PY38" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet pytest pyyaml hypothesis
 "$VENV/bin/python" -c "import sys; assert sys.version_info[:2] == (3, 8), sys.version"
-PYTHONPATH="$PWD" "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
-  tests/test_config.py tests/mutation tests/selection tests/test_objective.py \
-  tests/storage/test_workspace.py tests/storage/test_liveness.py tests/storage/test_hostile_records.py tests/storage/test_lock_race.py tests/test_restart.py tests/member/test_member.py \
-  tests/member/test_donors.py tests/member/test_refusals.py tests/faults/test_faults_member.py tests/test_structure.py \
-  tests/launcher/test_launcher_grid.py tests/launcher/test_launcher_elastic.py tests/launcher/test_slurm_checks.py tests/launcher/test_launcher_processes.py tests/launcher/test_progress.py tests/test_core_imports.py
+# The tests marked core (tests/tiers.py applies the marker: the module imports only the standard
+# library, pytest, PyYAML and hypothesis, and the test starts no training, S3, Slurm or Isaac Lab
+# process); without torch the other modules are not even collected. Every tier of them: -m core.
+PYTHONPATH="$PWD" "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m core "$@"

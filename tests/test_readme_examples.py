@@ -10,9 +10,13 @@ import sys
 from pathlib import Path
 from typing import List
 
+import pytest
+
 from conftest import REPO, parse_summary, worker_env
 
 from pbt.storage import WorkspaceReader
+
+pytestmark = pytest.mark.training
 
 
 def readme_section(title: str) -> str:

@@ -34,7 +34,8 @@ def run_all(tmp_path: Path, cases: Dict[str, List[str]]) -> Dict[str, subprocess
     return done
 
 
-@pytest.mark.slow
+@pytest.mark.training
+@pytest.mark.faults
 def test_config_errors_say_what_failed_and_how_to_fix_it(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro", size="1m") as ro:
         for name in ("000", "best0"):

@@ -11,7 +11,7 @@ import pytest
 from faults_util import Worker, fill, remount, tmpfs, wait_for, worker_cmd
 from pbt.storage import Workspace
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.training, pytest.mark.faults]
 
 
 

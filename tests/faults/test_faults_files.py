@@ -27,7 +27,7 @@ from pbt.storage.record import record_to_yaml
 from pbt.tools.export import scored_records
 from pbt.tools.snapshot import open_reader, read_snapshot
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.training, pytest.mark.faults]
 
 PARAMS = {"train.params.config.learning_rate": 1e-3}
 

@@ -22,7 +22,7 @@ from pbt.errors import CorruptRecordError
 from pbt.storage import Workspace
 from pbt.storage.reader import read_record
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.training, pytest.mark.faults]
 
 CHECKPOINT_TMP = re.compile(r"\.\d{6}\.(pth|yaml)\..*\.tmp$")
 

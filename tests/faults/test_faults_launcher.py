@@ -14,7 +14,7 @@ from conftest import worker_env
 from faults_util import wait_for
 from pbt.storage import Workspace
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.training, pytest.mark.faults]
 
 N = 2
 MAX_FRAMES = 60_000

@@ -65,6 +65,7 @@ def test_member_killed_before_its_first_record_keeps_its_initial_hyperparameters
     again.close()
 
 
+@pytest.mark.faults
 def test_unwritable_workspace_is_a_clear_error_at_startup(tmp_path: Path) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
@@ -95,6 +96,7 @@ def publish_bytes(member: PbtMember, size: int) -> None:
 
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("fault", ["read-only", "disk full"])
 def test_write_errors_retry_at_the_next_interval_or_fail(tmp_path: Path, caplog, fault: str) -> None:
     with tmpfs(tmp_path / "ws", size="512k") as mnt:

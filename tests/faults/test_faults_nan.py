@@ -20,7 +20,7 @@ import pytest
 from faults_util import EPOCH_FRAMES, Worker, worker_cmd
 from pbt.storage import Workspace
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.training, pytest.mark.faults]
 torch = pytest.importorskip("torch")
 
 TASK = '''

@@ -23,6 +23,7 @@ def test_disabled_block_maps_to_nothing() -> None:
     assert pbt_overrides(SHADOW_HAND, {}) == []
 
 
+@pytest.mark.training
 def test_command_line_enables_and_overrides_the_block() -> None:
     cli, rest = split_agent_pbt(["num_envs=8", "agent.pbt.enabled=true", "agent.pbt.policy_idx=3",
                                  "agent.pbt.directory=/runs", "agent.pbt.change_range=[1.2,1.8]"])

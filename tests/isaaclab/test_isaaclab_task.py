@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.isaaclab
 # Not "isaaclab": this test folder, on sys.path's tests/, would pass as a namespace package of that name.
 pytest.importorskip("isaaclab_tasks", reason="Isaac Lab 3.0 is not installed (Python 3.12: scripts/test_isaaclab.sh)")
 

@@ -20,7 +20,7 @@ from faults_util import Worker, log_match, wait_for  # noqa: E402
 from isaaclab_util import cartpole_asset, scalars, task_args  # noqa: E402
 from pbt.storage import Workspace  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.isaaclab, pytest.mark.training]
 EPOCH = 64 * 32
 
 
@@ -85,6 +85,7 @@ def test_two_members_exploit_in_place(tmp_path: Path, asset: Path) -> None:
         assert parse_summary(logs[idx])["frames"] >= frames
 
 
+@pytest.mark.faults
 def test_sigkilled_member_resumes(tmp_path: Path, asset: Path) -> None:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     cmd = member_cmd(asset, 0, 2, ws, runs, 16 * EPOCH, "task.env.episode_length_s=2.0")  # its peer never starts

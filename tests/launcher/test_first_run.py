@@ -34,7 +34,7 @@ def test_readme_names_the_main_job():
     assert 'pbt-launch = "pbt.launcher.run:main"' in (REPO / "pyproject.toml").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_main_job_as_printed_in_the_readme_shows_pbt_working(tmp_path: Path):
     argv = readme_main_job()
     train_dir = tmp_path / "train_dir"

@@ -64,7 +64,7 @@ def lineage(ws: Path, idx: int) -> List[Dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_a_second_launcher_adds_a_member_to_the_running_population(tmp_path: Path) -> None:
     pytest.importorskip("torch")  # real Pendulum members (the pure tests above run on Python 3.8 too)
     sys.path.insert(0, str(REPO / "tests"))

@@ -320,6 +320,7 @@ def test_job_pending_for_ever_is_cancelled_and_reported(make_run: Callable[..., 
     wait_until(lambda: all(job_state(f"{new_job}_{i}") == "COMPLETED" for i in range(2)), 30, "the array to complete")
 
 
+@pytest.mark.training
 def test_hydra_submitit_multirun_population(slurm_cluster: None, tmp_path: Path) -> None:
     """The Hydra-native route: ``python -m pbt.train -m hydra/launcher=submitit_slurm pbt.policy_idx='range(2)'``.
 
@@ -340,6 +341,7 @@ def test_hydra_submitit_multirun_population(slurm_cluster: None, tmp_path: Path)
     assert len(run_dirs) == 2, (run_dirs, result.stdout[-4000:])
 
 
+@pytest.mark.training
 def test_smoke_population_trains_on_slurm_and_a_cancelled_member_resumes(slurm_cluster: None, tmp_path: Path) -> None:
     """The real thing: experiments.smoke_pbt (4 real workers) through the launcher's slurm backend.
 

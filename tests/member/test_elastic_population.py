@@ -77,6 +77,6 @@ def run_elastic(tmp_path: Path, workspace: Union[Path, str]) -> None:
     assert all("members [0, 1, 7]" not in r for r in reasons[first:])  # 1 never came back
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_members_join_and_leave_a_running_population(tmp_path: Path) -> None:
     run_elastic(tmp_path, tmp_path / "ws")

@@ -31,6 +31,7 @@ def pop(tmp_path_factory):
     return population(tmp_path_factory)
 
 
+@pytest.mark.training
 def test_every_member_published_and_started_with_one_initial_mutation(pop):
     workspace = Workspace(pop.workspace, 0, N)
     for idx in range(N):
@@ -42,6 +43,7 @@ def test_every_member_published_and_started_with_one_initial_mutation(pop):
         assert all(e.action == "keep" for e in lineage if e.frame >= MAX_FRAMES)
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("member", sorted(MODES))
 def test_crippled_member_takes_the_donors_weights(pop, member):
     mode = MODES[member]

@@ -133,7 +133,7 @@ class ConstantPendulum(Pendulum):
 '''
 
 
-@pytest.mark.slow
+@pytest.mark.training
 @pytest.mark.parametrize("mode", ["inplace", "exec"])
 def test_a_leader_of_another_shape_is_refused_and_the_receiver_trains_on(tmp_path: Path, mode: str) -> None:
     sys.path.insert(0, str(REPO / "tests"))

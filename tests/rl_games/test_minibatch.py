@@ -63,6 +63,7 @@ def test_bad_num_minibatches_is_refused() -> None:
 #: Mean episode return a short run beats; a random policy scores about -1200 (Pendulum) and 20 (Cartpole).
 LEARNED = {"Pendulum": -600.0, "Cartpole": 100.0}
 
+@pytest.mark.training
 @pytest.mark.parametrize("task, envs, frames, expected", [
     ("Pendulum", 64, 100_000, 512),  # the command: batch 2048, 4 minibatches
     ("Pendulum", 100, 100_000, 800),
@@ -81,6 +82,7 @@ def test_num_envs_just_works(tmp_path: Path, task: str, envs: int, frames: int, 
     assert summary["reward"] > LEARNED[task], summary  # learning happened
 
 
+@pytest.mark.training
 def test_envpool_num_envs_just_works(tmp_path: Path) -> None:
     pytest.importorskip("envpool", reason="optional extra [mujoco] (envpool) not installed")
     proc = run_train(["task=envpool/HalfCheetah-v4", "num_envs=24", "max_frames=6144", "sim_device=cpu", "rl_device=cpu",
@@ -92,6 +94,7 @@ def test_envpool_num_envs_just_works(tmp_path: Path) -> None:
     assert parse_summary(proc.stdout)["frames"] >= 6144
 
 
+@pytest.mark.training
 def test_an_incompatible_explicit_minibatch_fails_before_training(tmp_path: Path) -> None:
     proc = run_train(["task=Pendulum", "num_envs=64", "train.params.config.minibatch_size=4096", "max_frames=100000",
                       "sim_device=cpu", "rl_device=cpu", f"train_dir={tmp_path / 'runs'}", "experiment=bad"],

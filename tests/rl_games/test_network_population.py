@@ -41,7 +41,7 @@ def shapes(ws: Path, idx: int, n: int) -> Set[Tuple[int, ...]]:
     return {tuple(t.shape) for t in state["model"].values()}
 
 
-@pytest.mark.slow
+@pytest.mark.training
 @pytest.mark.parametrize("mode", ["inplace", "exec"])
 def test_a_donor_of_another_architecture_is_adopted(tmp_path: Path, mode: str) -> None:
     (tmp_path / "shape_task.py").write_text(TASK)
@@ -72,7 +72,8 @@ def test_a_donor_of_another_architecture_is_adopted(tmp_path: Path, mode: str) -
     assert record.network["units"] == [32, 32] and record.frame > adopted[0]["frame"]
 
 
-@pytest.mark.slow
+@pytest.mark.training
+@pytest.mark.faults
 def test_a_population_evolves_its_network_through_a_kill_and_resume(tmp_path: Path) -> None:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     # Member 1 takes donors by exec restart, member 0 in place; both act at every iteration

@@ -41,6 +41,7 @@ def test_a_scalar_under_episode_is_an_objective() -> None:
     assert observer.objective() == 0.75
 
 
+@pytest.mark.training
 def test_a_member_ranked_by_episode_length_publishes_it(tmp_path: Path) -> None:
     """Pendulum episodes always last episodeLength (200) steps and return a negative reward sum, so a
     record objective of exactly 200 is the episode length, not the return."""

@@ -105,7 +105,7 @@ def scalars(directory) -> Dict[str, List[Tuple[int, float]]]:
             for tag in accumulator.Tags()["scalars"] if tag.startswith("pbt/")}
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_real_population_event_files(pop):
     for idx in range(N):
         tags = scalars(pop.summaries(idx))

@@ -5,6 +5,8 @@ import pytest
 
 from conftest import run_train
 
+pytestmark = pytest.mark.training  # every test starts python -m pbt.train
+
 
 def test_unknown_task_fails_at_once_listing_valid_tasks(tmp_path):
     proc = run_train(["task=Pendulm"], tmp_path, timeout=60)
@@ -41,7 +43,6 @@ def test_mutation_of_missing_key_is_refused_naming_nearest(tmp_path):
     assert not (tmp_path / "ws" / "001").exists()
 
 
-@pytest.mark.slow
 def test_pendulum_learns_within_a_million_frames(trained_pendulum):
     summary = trained_pendulum["summary"]
     assert summary["frames"] >= 1_000_000

@@ -69,7 +69,7 @@ def replacements(result: Dict[str, Any], idx: int) -> List[Dict[str, Any]]:
     return [e for e in result["lineages"][idx] if e["action"] == "replace"]
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_fast_crippled_members_are_replaced_at_equal_experience_before_they_finish(tmp_path: Path) -> None:
     max_frames = 600_000
     speeds = {i: ["train.params.config.mini_epochs=" + ("1" if i in CRIPPLED else "6")] for i in range(N)}
@@ -88,7 +88,7 @@ def test_fast_crippled_members_are_replaced_at_equal_experience_before_they_fini
             assert final_objective(result["logs"][idx]) > LEARNED
 
 
-@pytest.mark.slow
+@pytest.mark.training
 @pytest.mark.parametrize("selection", ["truncation", "tournament"])
 def test_a_crippled_member_takes_a_healthy_members_weights(tmp_path: Path, selection: str) -> None:
     result = run_population(tmp_path, 400_000, {i: [f"pbt/selection={selection}"] for i in range(N)})

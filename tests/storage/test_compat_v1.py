@@ -48,6 +48,7 @@ def test_fixture_is_complete():
 
 
 def test_status_reads_v1_workspace(tmp_path):
+    pytest.importorskip("rich")  # pbt.status draws with it (not on the torch-free Python 3.8 leg)
     ws = _copy_fixture(tmp_path)
     env = dict(worker_env(), COLUMNS="200")
     proc = subprocess.run([sys.executable, "-m", "pbt.status", str(ws)], cwd=str(tmp_path), env=env,
@@ -68,7 +69,7 @@ def _member_cmd(idx: int, ws: Path, runs: Path, max_frames: int):
             f"seed={1000 + idx}"]
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_member_resumes_from_v1_workspace(tmp_path):
     ws = _copy_fixture(tmp_path)
     member = ws / "000"
@@ -94,6 +95,7 @@ def test_member_resumes_from_v1_workspace(tmp_path):
 
 
 def test_analyze_reads_v1_workspace(tmp_path):
+    pytest.importorskip("matplotlib")  # pbt.analyze plots with it (not on the torch-free Python 3.8 leg)
     ws = _copy_fixture(tmp_path)
     out = tmp_path / "analysis"
     proc = subprocess.run([sys.executable, "-m", "pbt.analyze", str(ws), "--out", str(out)], cwd=str(tmp_path),

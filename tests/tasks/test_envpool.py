@@ -133,6 +133,7 @@ def test_missing_envpool_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     assert 'pip install -e ".[mujoco]"' in str(info.value)
 
 
+@pytest.mark.training
 def test_halfcheetah_trains_through_the_worker(tmp_path) -> None:
     proc = run_train(["task=envpool/HalfCheetah-v4", "num_envs=16", "max_frames=8192", "sim_device=cpu",
                       "rl_device=cpu", "experiment=hc", f"train_dir={tmp_path / 'runs'}"], tmp_path, timeout=180)
@@ -142,7 +143,7 @@ def test_halfcheetah_trains_through_the_worker(tmp_path) -> None:
     assert np.isfinite(summary["reward"])  # 512 steps per env: about half the desync-cut first episodes ended
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_halfcheetah_learns_within_200k_frames(tmp_path) -> None:
     """A random policy scores about -350 per 1000-step episode (-520 .. -210 over 16 envs); five seeds of
     this run scored +156 .. +245 in 17-29 s of training on 2 shared cores."""

@@ -137,6 +137,7 @@ def fake_isaacgym(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     stubbed in sys.modules the way the worker leaves it after importing it first)."""
     import types
 
+    pytest.importorskip("omegaconf")  # Hydra's: skipped on the torch-free Python 3.8 leg
     from omegaconf import OmegaConf
 
     from pbt.resolvers import register_resolvers
@@ -228,6 +229,7 @@ def test_import_path_to_a_missing_module_is_a_clear_error() -> None:
 
 
 def test_import_path_to_a_missing_class_suggests_the_nearest() -> None:
+    pytest.importorskip("torch")  # the module it names, pbt.tasks.pendulum, imports torch
     with pytest.raises(TaskError) as info:
         build_task(TaskRef("imported", "pbt.tasks.pendulum:Pendulm"), {"env": {}}, "cpu", "cpu", True)
     assert "module 'pbt.tasks.pendulum' has no attribute 'Pendulm'. Did you mean 'Pendulum'?" in str(info.value)
@@ -270,6 +272,7 @@ def test_prepare_backend_without_isaacgym_names_what_to_install(monkeypatch: pyt
     prepare_backend(TaskRef("Pendulum", "Pendulum"))  # other kinds: nothing to import
 
 
+@pytest.mark.training
 def test_isaacgym_task_without_isaacgym_fails_at_once_naming_the_install(tmp_path: Path) -> None:
     proc = run_train(["task=isaacgym/Ant", f"train_dir={tmp_path / 'runs'}"], tmp_path, timeout=120)
     out = proc.stderr + proc.stdout
@@ -327,7 +330,7 @@ def test_unknown_isaacgym_task_suggests_the_nearest(fake_isaacgym: Path) -> None
 
 
 def test_isaacgym_after_torch_says_to_import_it_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch  # noqa: F401  (the situation the worker must avoid)
+    pytest.importorskip("torch")  # (the situation the worker must avoid: torch imported first)
 
     root = write_fake_isaacgym(tmp_path / "fake")
     monkeypatch.syspath_prepend(str(root))
@@ -337,6 +340,7 @@ def test_isaacgym_after_torch_says_to_import_it_first(tmp_path: Path, monkeypatc
     sys.modules.pop("isaacgym", None)
 
 
+@pytest.mark.training
 def test_isaacgym_fake_task_trains_through_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_fake_isaacgym(tmp_path / "fake")
     record = tmp_path / "built_with.json"
@@ -359,6 +363,7 @@ def test_isaacgym_fake_task_trains_through_the_worker(tmp_path: Path, monkeypatc
 # -- the family configs --------------------------------------------------------------------------------
 @pytest.mark.parametrize("task, name", [("envpool", "HalfCheetah-v4"), ("isaacgym", "Ant")])
 def test_family_configs_compose_with_every_mutated_key(task: str, name: str) -> None:
+    pytest.importorskip("hydra")
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 

@@ -20,7 +20,7 @@ def readme_command() -> list:
     return match.group(1).split()
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_readme_task_example_trains_and_learns(tmp_path):
     (tmp_path / "my_task.py").write_text(readme_example())
     args = readme_command()
@@ -36,6 +36,7 @@ def test_readme_task_example_trains_and_learns(tmp_path):
     assert after > before + 0.3 * abs(before), (before, after)
 
 
+@pytest.mark.training
 def test_import_path_errors_are_clear(tmp_path):
     proc = run_train(["task=no_such_module_xyz:Task"], tmp_path, timeout=60)
     assert proc.returncode != 0

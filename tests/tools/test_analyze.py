@@ -48,7 +48,7 @@ def distinct_colours(path: Path) -> int:
     return len(colours)
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_plots_exist_and_are_not_blank(analysis):
     from PIL import Image
 
@@ -82,7 +82,7 @@ def _fmt(value) -> str:
     return str(value)
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_report_lineage_matches_lineage_files(pop, analysis):
     expected = []
     for idx in range(N):
@@ -105,7 +105,7 @@ def test_report_lineage_matches_lineage_files(pop, analysis):
         assert f"src='{image}'" in page
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_best_member_checkpoint_and_schedule(pop, analysis):
     snapshot = read_snapshot(pop.workspace)
     # (each member's newest scored record: a member replaced in its last interval has none in its newest)
@@ -131,7 +131,7 @@ def test_best_member_checkpoint_and_schedule(pop, analysis):
     assert initial == steps[0]["params"] and len(timed) == len(steps) - 1
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_schedule_of_the_replaced_member_starts_with_its_donors(pop):
     snapshot = read_snapshot(pop.workspace)
     lineages = snapshot.lineages

@@ -23,7 +23,7 @@ def play(args, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=180)
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_play_scores_close_to_the_training_return(tmp_path, trained_pendulum):
     trained = trained_pendulum["summary"]["reward"]
     checkpoints = [trained_pendulum["checkpoint"]]
@@ -48,6 +48,7 @@ def test_play_scores_close_to_the_training_return(tmp_path, trained_pendulum):
     assert "does not fit the policy" in mismatch.stdout + mismatch.stderr
 
 
+@pytest.mark.training
 def test_play_needs_a_checkpoint(tmp_path):
     proc = play([*COMMON], tmp_path)
     assert proc.returncode == 2 and "needs checkpoint=" in proc.stdout + proc.stderr

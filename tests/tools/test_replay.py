@@ -73,7 +73,7 @@ NUM_ENVS, HORIZON = 128, 16
 EPOCH_FRAMES = NUM_ENVS * HORIZON  # 2048
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_replay_applies_changes_at_the_recorded_frames(tmp_path):
     schedule = {"steps": [
         {"frame": 0, "params": {C + "learning_rate": 7e-4, C + "gamma": 0.97, C + "horizon_length": HORIZON}},

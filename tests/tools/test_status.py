@@ -23,7 +23,7 @@ def pop(tmp_path_factory):
     return population(tmp_path_factory)
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_status_table_of_a_real_population(pop):
     snapshot = read_snapshot(pop.workspace)
     assert [m.policy_idx for m in snapshot.members] == list(range(N))
@@ -48,7 +48,7 @@ def test_status_table_of_a_real_population(pop):
     assert max(len(line) for line in narrow.splitlines()) <= 80
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_status_survives_torn_files(pop, tmp_path):
     ws = tmp_path / "ws"
     shutil.copytree(pop.workspace, ws)
@@ -76,7 +76,7 @@ def test_status_survives_torn_files(pop, tmp_path):
     assert render_text(snapshot, width=80)
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_status_cli_once_and_watch(pop, tmp_path):
     env = dict(worker_env(), COLUMNS="200")
     proc = subprocess.run([sys.executable, "-m", "pbt.status", str(pop.workspace)], cwd=str(REPO), env=env,

@@ -25,7 +25,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
     return {"root": root, "summary": parse_summary(proc.stdout + proc.stderr), "checkpoint": checkpoints[-1]}
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_cartpole_trpo_learns_within_130k_frames(trained: Dict[str, object]) -> None:
     summary = trained["summary"]
     assert summary["frames"] == FRAMES
@@ -34,7 +34,7 @@ def test_cartpole_trpo_learns_within_130k_frames(trained: Dict[str, object]) -> 
     assert summary["objective"] > 0.16, summary  # the fraction of the 500-step episode survived
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_the_checkpoint_resumes_training_and_plays(trained: Dict[str, object]) -> None:
     root: Path = trained["root"]  # type: ignore[assignment]
     proc = run_train([*COMMON, f"max_frames={FRAMES + 16384}", f"checkpoint={trained['checkpoint']}",

@@ -24,7 +24,7 @@ def torchrun(args: List[str], cwd: Path, timeout: float = 300) -> subprocess.Com
     return subprocess.run(cmd, cwd=str(cwd), env=worker_env(), capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_two_ranks_train_in_step_through_pbt_train(tmp_path: Path) -> None:
     proc = torchrun(["-m", "pbt.train", "task=Pendulum", "train=PendulumTRPO", "num_envs=32", "sim_device=cpu",
                      "rl_device=cpu", "torch_threads=1", "max_frames=8192", "train.params.config.multi_gpu=True",
@@ -45,7 +45,7 @@ def test_two_ranks_train_in_step_through_pbt_train(tmp_path: Path) -> None:
     assert list((tmp_path / "runs" / "spmd" / "nn").glob("last_*.pth"))
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_a_decision_carried_out_on_rank_0_reaches_rank_1(tmp_path: Path) -> None:
     proc = torchrun([str(HERE / "spmd_driver.py"), str(tmp_path)], REPO)
     out = proc.stdout + proc.stderr
@@ -61,6 +61,7 @@ def test_a_decision_carried_out_on_rank_0_reaches_rank_1(tmp_path: Path) -> None
     assert "took rank 0's agent" in out
 
 
+@pytest.mark.training
 def test_pbt_that_would_restart_a_multi_process_member_is_refused(tmp_path: Path) -> None:
     from conftest import run_train
 

@@ -65,7 +65,7 @@ def scalars(root: Path, idx: int, tag: str) -> List[tuple]:
     return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_a_crippled_trpo_member_is_replaced_in_place_with_mutated_trpo_settings(population: Path) -> None:
     workspace = Workspace(population / "ws", 0, N)
     for idx in range(N):
@@ -105,7 +105,7 @@ def test_a_crippled_trpo_member_is_replaced_in_place_with_mutated_trpo_settings(
     assert later and later[0].params == after and later[0].frame > event.frame
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_analyze_and_replay_read_a_trpo_workspace(population: Path) -> None:
     import yaml
 

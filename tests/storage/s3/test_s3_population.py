@@ -17,7 +17,7 @@ from faults_util import EPOCH_FRAMES, Worker, log_match, wait_for, worker_cmd
 from pbt.storage import WorkspaceReader
 from seaweed_server import SeaweedServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.training, pytest.mark.s3]
 
 INTERVAL = 4 * EPOCH_FRAMES
 CRIPPLED = 2
@@ -54,6 +54,7 @@ def own_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Seaw
         server.stop()
 
 
+@pytest.mark.faults
 def test_population_trains_exploits_survives_a_kill_and_is_analyzed_on_s3(own_server: SeaweedServer,
                                                                           tmp_path: Path) -> None:
     url = f"s3://{own_server.make_bucket('pbt-population')}/run1"
@@ -101,6 +102,7 @@ def test_population_trains_exploits_survives_a_kill_and_is_analyzed_on_s3(own_se
     assert url in (out / "report.md").read_text()
 
 
+@pytest.mark.faults
 def test_members_ride_out_a_server_outage_and_catch_up(own_server: SeaweedServer, tmp_path: Path) -> None:
     url = f"s3://{own_server.make_bucket('pbt-outage')}/run"
     runs = tmp_path / "runs"

@@ -23,6 +23,7 @@ def plant(raw, url: str, key: str, data: bytes) -> None:  # noqa: ANN001
     raw.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=data)
 
 
+@pytest.mark.s3
 def test_open_store_picks_the_s3_store_for_an_s3_url(s3_url: str) -> None:
     store = open_store(s3_url)
     assert isinstance(store, S3Store)
@@ -43,6 +44,7 @@ def test_bad_s3_urls_are_config_errors_saying_how_to_write_them(url: str, fragme
     assert fragment in str(info.value)
 
 
+@pytest.mark.s3
 def test_put_get_list_stat_delete_round_trip(s3_url: str) -> None:
     store = S3Store(s3_url)
     store.put_atomic("000/000001.yaml", b"a: 1\n")
@@ -66,6 +68,7 @@ def test_put_get_list_stat_delete_round_trip(s3_url: str) -> None:
         store.get("000/000001.yaml")
 
 
+@pytest.mark.s3
 def test_create_exclusive_has_exactly_one_winner_among_racing_threads(s3_url: str) -> None:
     store = S3Store(s3_url)
     results: List[bool] = []
@@ -85,6 +88,7 @@ def test_create_exclusive_has_exactly_one_winner_among_racing_threads(s3_url: st
     assert store.get("000/lock") in {f"{i}".encode() for i in range(8)}
 
 
+@pytest.mark.s3
 def test_a_capped_read_is_refused_from_the_headers_without_reading_the_body(s3_url: str, raw) -> None:  # noqa: ANN001
     store = S3Store(s3_url)
     plant(raw, s3_url, "000/000001.pth", b"\0" * 5_000_000)
@@ -95,6 +99,7 @@ def test_a_capped_read_is_refused_from_the_headers_without_reading_the_body(s3_u
 
 
 @pytest.mark.parametrize("key", ["000/../x", "000/./x", "000//x", "000/a\x00b", "000/a\nb", "x" * 256])
+@pytest.mark.s3
 def test_foreign_names_are_refused_before_any_request(s3_url: str, key: str) -> None:
     store = S3Store(s3_url)
     for op in (lambda: store.get(key), lambda: store.put_atomic(key, b"1"), lambda: store.stat(key),
@@ -104,6 +109,7 @@ def test_foreign_names_are_refused_before_any_request(s3_url: str, key: str) -> 
     assert sum(store.requests.values()) == 0
 
 
+@pytest.mark.s3
 def test_listed_names_with_control_characters_are_refused_and_left_out(s3_url: str, raw) -> None:  # noqa: ANN001
     store = S3Store(s3_url)
     plant(raw, s3_url, "000/ok.yaml", b"1")
@@ -123,6 +129,7 @@ def test_an_unreachable_server_is_an_io_error_the_member_rides_out(monkeypatch: 
     assert is_io_error(info.value)
 
 
+@pytest.mark.s3
 def test_a_missing_bucket_says_how_to_create_it(s3_url: str) -> None:
     store = S3Store("s3://pbt-no-such-bucket/ws")
     with pytest.raises(WorkspaceError, match=r"does not exist.*aws s3 mb s3://pbt-no-such-bucket") as info:
@@ -130,6 +137,7 @@ def test_a_missing_bucket_says_how_to_create_it(s3_url: str) -> None:
     assert is_io_error(info.value)
 
 
+@pytest.mark.s3
 def test_rename_moves_a_prefix_and_refuses_an_existing_target(s3_url: str) -> None:
     store = S3Store(s3_url)
     store.put_atomic("000/a", b"1")
@@ -142,6 +150,7 @@ def test_rename_moves_a_prefix_and_refuses_an_existing_target(s3_url: str) -> No
         store.rename("001", "000.old-1")
 
 
+@pytest.mark.s3
 def test_a_scan_answers_list_and_stat_from_one_listing_and_skips_unchanged_small_objects(s3_url: str) -> None:
     writer = S3Store(s3_url)
     for idx in range(6):
@@ -166,6 +175,7 @@ def test_a_scan_answers_list_and_stat_from_one_listing_and_skips_unchanged_small
     assert reader.requests == {"list_objects_v2": 1, "get_object": 1}  # only the changed one is fetched
 
 
+@pytest.mark.s3
 def test_a_scan_asks_the_server_for_what_its_listing_lacks(s3_url: str) -> None:
     store = S3Store(s3_url)
     with store.scan():
@@ -175,6 +185,7 @@ def test_a_scan_asks_the_server_for_what_its_listing_lacks(s3_url: str) -> None:
     assert info is not None and info.size == 1
 
 
+@pytest.mark.s3
 def test_a_scan_is_private_to_its_thread(s3_url: str) -> None:
     store = S3Store(s3_url)
     with store.scan():
@@ -187,6 +198,7 @@ def test_a_scan_is_private_to_its_thread(s3_url: str) -> None:
         assert store.list("000") == []
 
 
+@pytest.mark.s3
 def test_an_appended_log_reads_back_in_order_and_stays_a_bounded_number_of_objects(s3_url: str) -> None:
     store = S3Store(s3_url)
     lines = [f'{{"n": {i}}}\n'.encode() for i in range(3 * COMPACT_EVERY + 5)]
@@ -200,6 +212,7 @@ def test_an_appended_log_reads_back_in_order_and_stays_a_bounded_number_of_objec
     assert store.read_appended("000/lineage.jsonl", 1 << 20) == b"".join(lines) + b'{"n": "last"}\n'
 
 
+@pytest.mark.s3
 def test_a_log_left_mid_compaction_reads_back_without_duplicates(s3_url: str, raw) -> None:  # noqa: ANN001
     store = S3Store(s3_url)
     for i in range(3):
@@ -211,6 +224,7 @@ def test_a_log_left_mid_compaction_reads_back_without_duplicates(s3_url: str, ra
     assert store2.read_appended("000/lineage.jsonl", 1 << 20) == b"0\n1\n2\n3\n"
 
 
+@pytest.mark.s3
 def test_a_plain_log_object_copied_from_a_filesystem_is_read_first(s3_url: str, raw) -> None:  # noqa: ANN001
     plant(raw, s3_url, "000/lineage.jsonl", b"old\n")
     store = S3Store(s3_url)
@@ -218,6 +232,7 @@ def test_a_plain_log_object_copied_from_a_filesystem_is_read_first(s3_url: str, 
     assert store.read_appended("000/lineage.jsonl", 1 << 20) == b"old\nnew\n"
 
 
+@pytest.mark.s3
 def test_a_log_over_its_cap_is_refused(s3_url: str) -> None:
     store = S3Store(s3_url)
     store.append("000/lineage.jsonl", b"x" * 100 + b"\n")
@@ -227,6 +242,7 @@ def test_a_log_over_its_cap_is_refused(s3_url: str) -> None:
         store.read_appended("001/lineage.jsonl", 50)
 
 
+@pytest.mark.s3
 def test_a_log_compacted_after_the_scans_listing_still_reads_back_whole(s3_url: str) -> None:
     writer = S3Store(s3_url)
     lines = [f"{i}\n".encode() for i in range(COMPACT_EVERY - 1)]

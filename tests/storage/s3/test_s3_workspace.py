@@ -22,6 +22,7 @@ from pbt.storage.local import LocalStore
 from pbt.storage.s3 import S3Store
 from pbt.storage.s3_client import parse_s3_url
 
+pytestmark = pytest.mark.s3  # the seaweed fixture: a real SeaweedFS
 REPO = Path(__file__).resolve().parents[3]
 CKPT = serialize_state({"model": {"w": torch.arange(4.0)}, "frame": 1})
 
