@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, worker_env
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_the_readme_python_example_runs_a_population(tmp_path: Path) -> None:
     text = (REPO / "README.md").read_text()
     match = re.search(r"<!-- README example: api -->\s*```python\n(.*?)```", text, re.S)

@@ -11,7 +11,7 @@ import pytest
 from faults_util import Worker, finish, worker_cmd
 from pbt.storage import WorkspaceReader
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.training, pytest.mark.faults]
 
 MAX_FRAMES = 40_960  # 10 epochs of 4096 frames: 10 PBT iterations each
 

@@ -49,14 +49,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     return {"tmp": tmp, "root": root, "checkpoint": checkpoints[-1]}
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_play_imports_isaacgym_before_loading_the_checkpoint(trained: Dict[str, Path]) -> None:
     proc = pbt_module("pbt.play", [*FAKE, *CPU, f"checkpoint={trained['checkpoint']}", "episodes=2"],
                       trained["tmp"], trained["root"])
     assert "PLAY episodes=2" in proc.stdout + proc.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_replay_imports_isaacgym_before_the_adapters(trained: Dict[str, Path]) -> None:
     schedule = trained["tmp"] / "schedule.yaml"
     schedule.write_text(yaml.safe_dump({"steps": [{"frame": 0, "params": {"train.params.config.gamma": 0.97}}]}))
@@ -65,7 +65,7 @@ def test_replay_imports_isaacgym_before_the_adapters(trained: Dict[str, Path]) -
     assert "REPLAY step 1/1 at frame 0 applied as config before training: gamma=0.97" in proc.stdout + proc.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_a_users_isaacgym_class_is_imported_before_torch(trained: Dict[str, Path]) -> None:
     tmp = trained["tmp"]
     user = ["task=my_isaac_pkg.tasks:UserTask", "num_envs=32", "train.params.config.minibatch_size=256", *CPU]
