@@ -15,19 +15,25 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 from pbt.config import PbtConfig
 from pbt.elastic import ElasticPopulation
-from pbt.keys import set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
+from pbt.keys import set_by_key
 from pbt.mutation import checked_params, current_params, validate_scheme
+from pbt.mutation.network import (
+    NetworkTracker,
+    explore_settings,
+    network_overrides,
+    network_value,
+    plan_network,
+    resume_network,
+)
 from pbt.mutation.scheme import warn_zero_valued
 from pbt.mutation.space import resolve_space
-from pbt.mutation.network import (NetworkTracker, explore_settings, network_overrides, network_value,
-                                  plan_network, resume_network)
 from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
-from pbt.storage import LineageEntry, Record, Workspace
-from pbt.storage.lineage import STARTUP
 from pbt.selection.experience import ObjectiveHistory
+from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.format import LOCK_FILE
+from pbt.storage.lineage import STARTUP
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
 
 log = logging.getLogger(__name__)

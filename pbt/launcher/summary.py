@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from pbt.launcher.populations import Population, populations
-from pbt.launcher.run_description import Member
 from pbt.errors import PbtError
 from pbt.keys import short_keys
+from pbt.launcher.populations import Population, populations
+from pbt.launcher.run_description import Member
 from pbt.storage import WorkspaceReader
 from pbt.storage.format import best_dir_name
 from pbt.tools.display import display_value, format_frames

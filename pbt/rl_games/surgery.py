@@ -28,9 +28,20 @@ from typing import Any, Callable, Dict, List, Mapping, Set, Tuple
 import torch
 
 from pbt.errors import ConfigError
-from pbt.mutation.network import (ADD_LAYER, ADD_UNITS, CLAMP_FACTOR, PARAMETER_FRACTION, PARAMETERS,
-                                  REMOVE_LAYER, REMOVE_UNITS, RESET_PROBABILITY, SUPER_PROBABILITY, SUPER_SCALE,
-                                  NetworkChange, NetworkSpec)
+from pbt.mutation.network import (
+    ADD_LAYER,
+    ADD_UNITS,
+    CLAMP_FACTOR,
+    PARAMETER_FRACTION,
+    PARAMETERS,
+    REMOVE_LAYER,
+    REMOVE_UNITS,
+    RESET_PROBABILITY,
+    SUPER_PROBABILITY,
+    SUPER_SCALE,
+    NetworkChange,
+    NetworkSpec,
+)
 
 log = logging.getLogger(__name__)
 

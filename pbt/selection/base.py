@@ -10,8 +10,20 @@ import abc
 import math
 import random
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, ClassVar, Dict, Mapping, Optional, Sequence,
-                    Tuple, Type, Union)
+from typing import (
+    TYPE_CHECKING,
+    AbstractSet,
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
 
 from pbt.sections import Section, require
 from pbt.selection.population import diverged_significance, is_diverged, merge_params

@@ -12,9 +12,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from pbt.sections import Section, require, require_finite
-from pbt.selection.base import MemberState, Decision, Strategy, fmt, significance
-from pbt.selection.population import (View, diverged_significance, eligible_donors, group_size, is_diverged,
-                                      known_objective, merge_params, population_view, rank, records, trimmed_std)
+from pbt.selection.base import Decision, MemberState, Strategy, fmt, significance
+from pbt.selection.population import (
+    View,
+    diverged_significance,
+    eligible_donors,
+    group_size,
+    is_diverged,
+    known_objective,
+    merge_params,
+    population_view,
+    rank,
+    records,
+    trimmed_std,
+)
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record

@@ -2,8 +2,20 @@
 sizes, spread, and who may be a donor. Pure functions; peers are visited in policy_idx order, so
 everything here is reproducible."""
 import math
-from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
-                    Tuple, Union)
+from typing import (
+    TYPE_CHECKING,
+    AbstractSet,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from pbt.errors import ConfigError
 from pbt.storage.record import MAX_POLICY_IDX

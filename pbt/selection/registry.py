@@ -8,8 +8,22 @@ subclass and settings dataclass, and one entry in ``STRATEGIES``. Its flat keys 
 import dataclasses
 import logging
 import random
-from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Dict, List, Mapping, Optional, Protocol,
-                    Sequence, Tuple, Type, Union)
+from typing import (
+    TYPE_CHECKING,
+    AbstractSet,
+    Any,
+    Callable,
+    Collection,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
 
 from pbt.errors import ConfigError
 from pbt.mutation.explore import ExploreConfig

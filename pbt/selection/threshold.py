@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Tuple
 
 from pbt.sections import Section, require_finite
-from pbt.selection.base import MemberState, Decision, Strategy, fmt
-from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, population_view, \
-    records
+from pbt.selection.base import Decision, MemberState, Strategy, fmt
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, population_view, records
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record

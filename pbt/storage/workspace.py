@@ -28,8 +28,8 @@ from pbt.storage.format import (
     record_name,
 )
 from pbt.storage.lineage import LineageEntry
-from pbt.storage.objectlog import log_dir
 from pbt.storage.local import HOST, atomic_write_bytes
+from pbt.storage.objectlog import log_dir
 from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
 from pbt.storage.record import MAX_POLICY_IDX, Record, plain_history, record_to_yaml, to_plain
 from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order

@@ -13,11 +13,11 @@ from typing import List, Optional
 import yaml
 
 from pbt.errors import CorruptRecordError, WorkspaceError
+from pbt.mutation.network import network_of
 from pbt.storage import Record
 from pbt.storage.checkpoints import sha256_hex
 from pbt.storage.local import atomic_write_bytes
 from pbt.storage.reader import WorkspaceReader, resolved
-from pbt.mutation.network import network_of
 from pbt.storage.record import record_to_yaml
 from pbt.tools.schedule import Schedule, reconstruct_schedule, schedule_document
 from pbt.tools.snapshot import Snapshot, open_reader

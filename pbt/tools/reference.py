@@ -18,8 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
-from pbt.config import (GROUP_KEYS, STRATEGY_ONLY_GATES, LivenessConfig, PbtConfig, _SECTION_FIELDS,
-                        key_defaults)
+from pbt.config import _SECTION_FIELDS, GROUP_KEYS, STRATEGY_ONLY_GATES, LivenessConfig, PbtConfig, key_defaults
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.network import NetworkMutationConfig
 from pbt.rl_games.trpo.settings import TrpoSettings

@@ -27,12 +27,12 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
 
+from pbt.errors import ConfigError
 from pbt.launcher.backends.base import str2bool
 from pbt.launcher.backends.proctools import kill_signal_name, related_processes, signal_group, signal_processes
 from pbt.launcher.progress import LIVE_INTERVAL, MODES, PLAIN_INTERVAL, ProgressReporter
 from pbt.launcher.run_description import Member
 from pbt.launcher.summary import log_summaries
-from pbt.errors import ConfigError
 from pbt.procfs import is_alive, process_start_time
 from pbt.storage.local import create_exclusive, remove_quietly
 

@@ -28,11 +28,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from pbt.errors import ConfigError
 from pbt.launcher.backends import slurm_checks
 from pbt.launcher.backends.base import str2bool
 from pbt.launcher.backends.slurm_checks import SlurmError
 from pbt.launcher.run_description import Member
-from pbt.errors import ConfigError
 from pbt.storage.local import atomic_write_bytes
 
 log = logging.getLogger("launcher")
