@@ -51,7 +51,7 @@ def population_view(own: "Record", peers: Sequence["Record"],
     with no more iterations than own (None: unknown). ``members``: N (the members are 0..N-1) or
     the members' indices (an elastic population); peers outside them are ignored."""
     indices = range(members) if isinstance(members, int) else members
-    view: Dict[int, Optional["Record"]] = {idx: None for idx in sorted(indices)}
+    view: Dict[int, Optional[Record]] = {idx: None for idx in sorted(indices)}
     for record in peers:
         idx = record.policy_idx
         if idx == own.policy_idx or idx not in view or record.iteration > own.iteration:

@@ -89,7 +89,7 @@ class Workspace(WorkspaceReader):
         unwritable ``pbt.workspace`` fails at start-up rather than at the first PBT iteration."""
         key = f"{self.own_key}/{PROBE_FILE}"
         try:
-            self.store.put_atomic(key, f"{HOST} {os.getpid()} {time.time()}\n".encode("utf-8"))
+            self.store.put_atomic(key, f"{HOST} {os.getpid()} {time.time()}\n".encode())
         except WorkspaceError as exc:
             raise WorkspaceError(
                 f"pbt.workspace={self.root} is not writable: {exc.__cause__ or exc}. Set pbt.workspace to a "

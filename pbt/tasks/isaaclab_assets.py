@@ -59,7 +59,7 @@ def use_ground_cuboid(cfg: Any) -> int:
     for path, owner, value in list(_walk(getattr(cfg, "scene", None))):
         if isinstance(value, sim_utils.GroundPlaneCfg) and path.endswith("spawn"):
             cuboid = sim_utils.CuboidCfg(size=(50.0, 50.0, 0.1), collision_props=sim_utils.UsdPhysicsCollisionCfg())
-            setattr(owner, "spawn", cuboid)
+            owner.spawn = cuboid
             init = getattr(owner, "init_state", None)
             if init is not None and hasattr(init, "pos"):
                 init.pos = (0.0, 0.0, -0.05)  # the cuboid's top face where the plane was

@@ -58,7 +58,7 @@ class Pendulum(VecTask):
 
     def energy(self) -> Tensor:
         """Mechanical energy of each env (conserved with no torque and no damping)."""
-        m, l, g = self.m, self.length, self.g
+        m, l, g = self.m, self.length, self.g  # noqa: E741 - the textbook symbol for the pole length
         return m * l * l / 6.0 * self.theta_dot**2 + m * g * l / 2.0 * torch.cos(self.theta)
 
     def _reset_idx(self, env_ids: Tensor) -> None:

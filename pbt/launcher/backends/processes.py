@@ -158,7 +158,7 @@ def _make_preexec() -> Optional[Callable[[], None]]:
 class _Worker:
     def __init__(self, member: Member) -> None:
         self.member = member
-        self.proc: Optional["subprocess.Popen[bytes]"] = None
+        self.proc: Optional[subprocess.Popen[bytes]] = None
         self.gpu: Optional[int] = None
         self.starts = 0
         self.restarts = 0

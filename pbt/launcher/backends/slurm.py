@@ -303,7 +303,7 @@ def submit(argv: List[str]) -> str:
     if shutil.which(argv[0]) is None:
         raise ConfigError(f"'{argv[0]}' is not on PATH: run the slurm backend on a Slurm login node, or use --backend=processes.")
     try:
-        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=SBATCH_TIMEOUT_S)
+        result = subprocess.run(argv, capture_output=True, timeout=SBATCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"sbatch did not answer within {SBATCH_TIMEOUT_S} s; check that slurmctld and munged run (timeout 5 sinfo).") from None
     out = result.stdout.decode(errors="replace").strip()
@@ -318,8 +318,8 @@ def active_jobs(job_ids: List[str]) -> List[str]:
     active: List[str] = []
     for job_id in job_ids:
         try:
-            result = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", job_id], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, timeout=SQUEUE_TIMEOUT_S)
+            result = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", job_id], capture_output=True,
+                                    timeout=SQUEUE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise SlurmError(f"squeue did not answer within {SQUEUE_TIMEOUT_S} s; check that slurmctld and munged run (timeout 5 sinfo).") from None
         err = result.stderr.decode(errors="replace")
