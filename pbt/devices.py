@@ -30,8 +30,7 @@ def default_torch_threads(requested: int, workers_sharing_machine: int = 1, env:
     """
     if requested > 0:
         return int(requested)
-    env = os.environ if env is None else env
-    omp = env.get("OMP_NUM_THREADS", "")
+    omp = (os.environ if env is None else env).get("OMP_NUM_THREADS", "")
     if omp.isdigit() and int(omp) > 0:
         return int(omp)
     return max(1, min(4, available_cores() // (2 * max(1, workers_sharing_machine))))

@@ -176,7 +176,7 @@ class PbtMember:
             assert self.liveness is not None
             self.liveness.acquire()  # the lock moved with the directory
             for old in moved:  # our own lock moved along with the directory: drop that copy
-                if (old / LOCK_FILE).exists():
+                if isinstance(old, Path) and (old / LOCK_FILE).exists():  # a directory workspace's file lock
                     (old / LOCK_FILE).unlink()
             log.warning("PBT policy %d starts over (pbt.overwrite=true): its old files were moved to %s",
                         idx, ", ".join(str(p) for p in moved))
@@ -297,7 +297,7 @@ class PbtMember:
                 self.elastic.note_progress(frame)
                 members = self.elastic.members(peers, statuses).members
                 peers = {i: r for i, r in peers.items() if i in members}
-            stale = [i for i, status in statuses.items() if status.state == STALE]
+            stale = {i for i, status in statuses.items() if status.state == STALE}
             banned = disallowed_donors(peers.values(), stale)
             banned |= {i for i, r in peers.items() if r.checksum in self.refused_checksums}
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)

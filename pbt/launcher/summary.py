@@ -56,7 +56,7 @@ def find_winner(snapshot: Snapshot) -> Optional[Winner]:
     with collect_warnings():
         try:
             path = reader.checkpoint_path(best.record)
-            if path.is_file():
+            if isinstance(path, Path) and path.is_file():  # an object store's URL is not checked here
                 return Winner(best.policy_idx, best.objective, path, f"its newest record, iteration {best.record.iteration}")
         except PbtError:
             pass
@@ -135,7 +135,8 @@ def summary_lines(population: Population) -> List[str]:
     lines.append(f"  pbt-status {ws}")
     lines.append(f"  pbt-analyze {ws} --out {shlex.quote(os.path.join(population.experiment_dir, 'analysis'))}")
     if winner is not None and winner.checkpoint is not None:
-        keys = list(snapshot.member(winner.policy_idx).params) if snapshot.member(winner.policy_idx) else []
+        view = snapshot.member(winner.policy_idx)
+        keys = list(view.params) if view else []
         lines.append("  " + population.play_command(str(winner.checkpoint), winner.policy_idx, PLAY_EPISODES, keys))
     return lines
 

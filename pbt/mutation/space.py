@@ -18,7 +18,7 @@ Standard library only (Python 3.8).
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pbt.errors import ConfigError, did_you_mean
 from pbt.keys import get_by_key, has_key, missing_key_error
@@ -331,7 +331,7 @@ def _divisors(dim: Dimension, resolved_config: Mapping[str, Any], problems: List
         product *= value
     low = 1 if dim.low is None else dim.low
     high = product if dim.high is None else dim.high
-    found = set()
+    found: Set[int] = set()
     for d in range(1, math.isqrt(product) + 1):
         if product % d == 0:
             found.update((d, product // d))

@@ -132,7 +132,7 @@ def _resize(state: State, fresh: Set[str], chain: str, layer: int, units: int, s
             w = state[reader]
             state[reader] = torch.cat([w, w.new_zeros((w.shape[0], units - old))], 1)
     else:
-        importance = sum(state[reader].pow(2).sum(0) for reader in readers)
+        importance = sum((state[reader].pow(2).sum(0) for reader in readers), weight.new_zeros(old))
         keep = torch.sort(torch.topk(importance, units).indices).values
         state[key], state[_bias(key)] = weight[keep].clone(), bias[keep].clone()
         for reader in readers:

@@ -114,28 +114,29 @@ class PbtScalars:
         written: Dict[str, float] = {}
         iteration = own.iteration if own is not None else None
         last = lineage[-1] if lineage else None
-        current = last is not None and (iteration is None or last.iteration == iteration)
+        # the last entry when it is this iteration's decision
+        current = last if last is not None and (iteration is None or last.iteration == iteration) else None
         if params is None:
-            if current and last.params_after:  # type: ignore[union-attr]
-                params = last.params_after  # type: ignore[union-attr]
+            if current is not None and current.params_after:
+                params = current.params_after
             else:
                 params = own.params if own is not None else {}
         written.update(self.log_hyperparameters(frame, params))
         self._add("restarts", float(sum(1 for e in lineage if e.is_exploit)), frame, written)
-        donor = last.donor if current and last.action == "replace" else None  # type: ignore[union-attr]
+        donor = current.donor if current is not None and current.action == "replace" else None
         self._add("replaced_by", float(donor) if donor is not None else -1.0, frame, written)
         known = [r for r in records.values() if r.has_objective]
         if known:
             objectives = [float(r.objective) for r in known]  # type: ignore[arg-type]
             self._add("population_best", max(objectives), frame, written)
             self._add("population_mean", sum(objectives) / len(objectives), frame, written)
-            if own is not None and own.has_objective:
-                rank = 1 + sum(1 for o in objectives if o > own.objective)  # type: ignore[operator]
+            if own is not None and own.objective is not None and own.has_objective:
+                rank = 1 + sum(1 for o in objectives if o > own.objective)
                 self._add("rank", float(rank), frame, written)
         diversity = hp_diversity([r.params for r in records.values()])
         if diversity is not None:
             self._add("hp_diversity", diversity, frame, written)
-        network = last.network if current and last.network else (own.network if own is not None else None)  # type: ignore[union-attr]
+        network = current.network if current is not None and current.network else (own.network if own is not None else None)
         if network:  # an evolved network (pbt/mutation=agilerl): its size over time
             units = network.get("units") or []
             self._add("network_layers", float(len(units)), frame, written)

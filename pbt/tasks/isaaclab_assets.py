@@ -13,7 +13,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 from pbt.errors import TaskError
 
@@ -79,7 +79,7 @@ def _reachable(url: str, timeout: float) -> bool:
 def check_assets(cfg: Any, timeout: float = 5.0) -> None:
     """TaskError naming each asset that cannot be read, and the override that replaces it."""
     missing: List[str] = []
-    checked_hosts = {}
+    checked_hosts: Dict[str, bool] = {}
     for path, file, owner in asset_paths(cfg):
         if "://" in file:
             scheme, _, rest = file.partition("://")

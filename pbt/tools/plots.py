@@ -143,7 +143,7 @@ def _param_steps(view: MemberView, key: str) -> List[Tuple[int, float]]:
     points: List[Tuple[int, float]] = []
     for entry in view.lineage:
         if entry.is_startup or not points:
-            value = (entry.params_after if entry.is_startup else entry.params_before).get(key)
+            value: Any = (entry.params_after if entry.is_startup else entry.params_before).get(key)
             if _numeric(value):
                 points.append((0 if entry.is_startup else entry.frame, float(value)))
             if entry.is_startup:
@@ -165,7 +165,8 @@ def plot_hyperparameters(snapshot: Snapshot, path: Path) -> Path:
     all_keys = sorted({k for m in snapshot.members for e in m.lineage for k in e.params_after})
     names = short_keys(all_keys)
     series = {key: {m.policy_idx: _param_steps(m, key) for m in snapshot.members} for key in all_keys}
-    keys, constant = [], []
+    keys: List[str] = []
+    constant: List[str] = []
     for key in all_keys:
         values = {p[1] for points in series[key].values() for p in points}
         (keys if len(values) > 1 else constant).append(key)

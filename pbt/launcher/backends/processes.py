@@ -218,7 +218,7 @@ class ProcessesBackend:
             self._stop_signal = signum
 
     def _install_handlers(self) -> Dict[int, Any]:
-        previous = {}
+        previous: Dict[int, Any] = {}
         for sig in STOP_SIGNALS:
             previous[sig] = signal.signal(sig, self._on_signal)
         return previous

@@ -275,7 +275,7 @@ def prepare_experiment(run_name: str, members: List[Member], options: SlurmOptio
     logs_file = os.path.join(slurm_dir, "logs.txt")
     _write(commands_file, "".join(m.shell_cmd + "\n" for m in members))
     _write(logs_file, "".join(m.log_path + "\n" for m in members))
-    with open(options.sbatch_template) as f:
+    with open(options.sbatch_template or DEFAULT_TEMPLATE) as f:  # made absolute in __post_init__
         template = f.read()
     _write(os.path.join(slurm_dir, "sbatch.sh"), render_batch_script(template, commands_file, logs_file, options.requeue), executable=True)
     argv = sbatch_argv(run_name, experiment, len(members), slurm_dir, options)
@@ -341,7 +341,7 @@ def _previous_job_ids(slurm_dir: str) -> List[str]:
 
 def check_against_partition(options: SlurmOptions) -> None:
     """Fail before submitting when no node of the partition can run a member's job (``sinfo``)."""
-    with open(options.sbatch_template) as f:
+    with open(options.sbatch_template or DEFAULT_TEMPLATE) as f:  # made absolute in __post_init__
         request = options.request(f.read())
     if shutil.which("sinfo") is None:
         log.warning("sinfo is not on PATH: the request (%d CPUs, %d GPUs per member) was not checked against the "

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -109,7 +109,7 @@ def cpu_device_guard(agent: Any) -> Iterator[None]:
         yield
         return
     original = torch.cuda.set_device
-    torch.cuda.set_device = lambda device: None  # type: ignore[assignment]
+    torch.cuda.set_device = lambda device: None
     try:
         yield
     finally:
@@ -137,7 +137,7 @@ def follow_rank0(agent: Any) -> bool:
     dist.all_reduce(changed, op=dist.ReduceOp.MAX)
     if not float(changed[0]):
         return False
-    payload = [None]
+    payload: List[Any] = [None]
     if agent.global_rank == 0:
         payload = [{"model": agent.model.state_dict(), "optimizer": agent.optimizer.state_dict(),
                     "attrs": {name: getattr(agent, name) for name in FOLLOWED},
