@@ -59,7 +59,7 @@ def disallowed_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[in
     """
     records = list(records)
     stale = set(stale)
-    known = [float(r.objective) for r in records if r.has_objective]  # type: ignore[arg-type]
+    known = [float(r.objective) for r in records if r.objective is not None and r.has_objective]
     best = max(known) if known else None
     return {r.policy_idx for r in records
             if r.policy_idx in stale and not (r.has_objective and r.objective == best)}

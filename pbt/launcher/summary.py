@@ -66,8 +66,8 @@ def find_winner(snapshot: Snapshot) -> Optional[Winner]:
                 record = reader.best_record(view.policy_idx)
             except PbtError:
                 record = None
-            if record is not None and record.has_objective:
-                copies.append((float(record.objective), view.policy_idx, record))  # type: ignore[arg-type]
+            if record is not None and record.objective is not None and record.has_objective:
+                copies.append((float(record.objective), view.policy_idx, record))
     if copies:
         objective, holder, record = max(copies, key=lambda c: (c[0], -c[1]))
         path = Path(reader.store.path(f"{best_dir_name(holder)}/{record.checkpoint}"))

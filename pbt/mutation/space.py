@@ -54,11 +54,16 @@ class Dimension:
     def continuous(self) -> bool:
         return self.type in (LOGUNIFORM, UNIFORM)
 
+    def bounds(self) -> Tuple[float, float]:
+        """(low, high) of a numeric dimension (a choice has none: checked at construction)."""
+        assert self.low is not None and self.high is not None, f"{self.key}: a {self.type} dimension has no bounds"
+        return float(self.low), float(self.high)
+
     def sample(self, rng: random.Random) -> Any:
         """A value drawn from the whole dimension."""
         if self.type == CHOICE:
             return self.values[rng.randrange(len(self.values))]
-        low, high = float(self.low), float(self.high)  # type: ignore[arg-type]
+        low, high = self.bounds()
         if self.type == LOGUNIFORM:
             return math.exp(rng.uniform(math.log(low), math.log(high)))
         if self.type == INT:
@@ -72,7 +77,8 @@ class Dimension:
             return False
         if self.type == INT and not float(value).is_integer():
             return False
-        return float(self.low) <= value <= float(self.high)  # type: ignore[arg-type]
+        low, high = self.bounds()
+        return low <= value <= high
 
     def clamp(self, value: float) -> Any:
         """A number into the range (ints rounded and kept ints); a choice: the nearest value."""
@@ -81,7 +87,7 @@ class Dimension:
             if not numeric or not _is_number(value):
                 return self.values[0]
             return min(numeric, key=lambda v: (abs(float(v) - value), float(v)))
-        low, high = float(self.low), float(self.high)  # type: ignore[arg-type]
+        low, high = self.bounds()
         clamped = min(high, max(low, float(value)))
         return int(round(clamped)) if self.type == INT else clamped
 

@@ -58,9 +58,10 @@ def hp_diversity(params_by_member: Sequence[Mapping[str, Any]]) -> Optional[floa
     spreads: List[float] = []
     for key in sorted(keys):
         values = [_number(p[key]) for p in params_by_member]
-        if any(v is None or v <= 0 for v in values):
+        positive = [v for v in values if v is not None and v > 0]
+        if len(positive) < len(values):
             continue
-        spreads.append(statistics.pstdev(math.log(v) for v in values))  # type: ignore[arg-type]
+        spreads.append(statistics.pstdev(math.log(v) for v in positive))
     return sum(spreads) / len(spreads) if spreads else None
 
 
@@ -125,9 +126,8 @@ class PbtScalars:
         self._add("restarts", float(sum(1 for e in lineage if e.is_exploit)), frame, written)
         donor = current.donor if current is not None and current.action == "replace" else None
         self._add("replaced_by", float(donor) if donor is not None else -1.0, frame, written)
-        known = [r for r in records.values() if r.has_objective]
-        if known:
-            objectives = [float(r.objective) for r in known]  # type: ignore[arg-type]
+        objectives = [float(r.objective) for r in records.values() if r.objective is not None and r.has_objective]
+        if objectives:
             self._add("population_best", max(objectives), frame, written)
             self._add("population_mean", sum(objectives) / len(objectives), frame, written)
             if own is not None and own.objective is not None and own.has_objective:
@@ -213,12 +213,13 @@ def start_wandb(cfg: Mapping[str, Any], module: Any = None) -> Any:
         return None
     if module is None:
         try:
-            import wandb as module  # type: ignore[no-redef]
+            import wandb
         except ImportError:
             raise ConfigError(
                 f"wandb_activate=true but the wandb package is not installed. Install it ({WANDB_INSTALL_HINT}) "
                 "and log in (wandb login), or set wandb_activate=false."
             ) from None
+        module = wandb
     settings = wandb_settings(cfg)
     if settings["dir"] is not None:
         from pathlib import Path

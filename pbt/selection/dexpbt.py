@@ -102,7 +102,7 @@ class DexPbt(Strategy):
 
     def _act(self, own: MemberState, view: View, donor: "Record", rng: random.Random) -> Decision:
         """Replace weights if the donor leads by enough, else mutate own hyperparameters only."""
-        candidate = float(donor.objective)  # type: ignore[arg-type]
+        candidate = float(donor.objective)  # type: ignore[arg-type]  # donors come from the known-objective group
         own_objective = known_objective(own.record)
         delta = math.inf if own_objective is None else candidate - own_objective
         known = [o for o in (known_objective(r) for r in view.values()) if o is not None]

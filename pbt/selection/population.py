@@ -87,9 +87,9 @@ def diverged_significance(own: "Record") -> Optional[Tuple[bool, str]]:
 
 def known_objective(record: Optional["Record"]) -> Optional[float]:
     """The record's objective when finite; None for missing records, None, NaN and inf."""
-    if record is None or not record.has_objective:
+    if record is None or record.objective is None or not record.has_objective:
         return None
-    return float(record.objective)  # type: ignore[arg-type]
+    return float(record.objective)
 
 
 def rank(view: View, own_idx: int) -> List[int]:

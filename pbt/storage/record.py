@@ -209,7 +209,7 @@ def plain_history(history: Optional[Mapping[int, Optional[float]]]) -> Dict[int,
     for iteration in sorted(history)[-MAX_HISTORY:]:
         value = history[iteration]
         finite = value is not None and not isinstance(value, bool) and math.isfinite(float(value))
-        out[int(iteration)] = float(value) if finite else None  # type: ignore[arg-type]
+        out[int(iteration)] = float(value) if value is not None and finite else None
     return out
 
 

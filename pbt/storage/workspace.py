@@ -282,7 +282,7 @@ class Workspace(WorkspaceReader):
                 break
             max_iteration = record.iteration - 1
         peers = [r for i, r in self.latest_records().items() if i != self.policy_idx and r.has_objective]
-        yield from sorted(peers, key=lambda r: (-float(r.objective), r.policy_idx))  # type: ignore[arg-type]
+        yield from sorted(peers, key=lambda r: (-float(r.objective), r.policy_idx))  # type: ignore[arg-type]  # peers filtered on has_objective
 
     # ---- retention ---------------------------------------------------------------------------
 

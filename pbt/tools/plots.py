@@ -55,10 +55,11 @@ def _finite(value: Optional[float]) -> bool:
 
 
 def _objective_points(view: MemberView) -> List[Tuple[int, float]]:
-    points = [(e.frame, float(e.objective)) for e in view.lineage if _finite(e.objective)]  # type: ignore[arg-type]
+    points = [(e.frame, float(e.objective)) for e in view.lineage if e.objective is not None and _finite(e.objective)]
     record = view.record
-    if record is not None and record.has_objective and (not points or record.frame > points[-1][0]):
-        points.append((record.frame, float(record.objective)))  # type: ignore[arg-type]
+    if record is not None and record.objective is not None and record.has_objective and (
+            not points or record.frame > points[-1][0]):
+        points.append((record.frame, float(record.objective)))
     return points
 
 
