@@ -4,7 +4,7 @@ group choices, and refuse a key that the chosen selection strategy would ignore,
 belongs (Hydra alone would only say "not in struct").
 """
 from pathlib import Path
-from typing import List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from pbt.config import STRATEGY_ONLY_GATES, misplaced_key_error, strategy_of
 from pbt.errors import ConfigError
@@ -68,7 +68,7 @@ def check_placement(overrides: Sequence[str]) -> None:
             raise error
 
 
-def _compose_pbt(overrides: Sequence[str]) -> "dict | None":
+def _compose_pbt(overrides: Sequence[str]) -> Optional[Dict[Any, Any]]:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf

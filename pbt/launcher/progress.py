@@ -290,7 +290,7 @@ class ProgressReporter:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._live: Any = None
-        self._swapped: List[Tuple[logging.StreamHandler, Any]] = []
+        self._swapped: List[Tuple[logging.StreamHandler[Any], Any]] = []
 
     def start(self) -> None:
         if self.mode == "off":
