@@ -132,7 +132,8 @@ class PbtConfig:
 
     def __post_init__(self) -> None:
         require(self.interval_steps > 0, "interval_steps", self.interval_steps, "> 0")
-        require(self.num_policies == ELASTIC or self.num_policies >= 1, "num_policies", self.num_policies,
+        require(self.num_policies == ELASTIC or (isinstance(self.num_policies, int) and self.num_policies >= 1),
+                "num_policies", self.num_policies,
                 '>= 1, or "auto"')
         require(self.elastic_window >= 1, "elastic_window", self.elastic_window, ">= 1 (PBT intervals)")
         require_choice("join", self.join, JOIN_MODES, noun="modes")
@@ -292,7 +293,7 @@ generated key node."""
 
 
 def _field_default(spec: "Field[Any]") -> Any:
-    default = spec.default_factory() if callable(spec.default_factory) else spec.default  # type: ignore[misc]
+    default = spec.default_factory() if callable(spec.default_factory) else spec.default
     return list(default) if isinstance(default, tuple) else default
 
 

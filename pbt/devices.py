@@ -1,6 +1,6 @@
 """Device and thread defaults for a worker."""
 import os
-from typing import Optional
+from typing import Mapping, Optional
 
 
 def resolve_device(value: str) -> str:
@@ -40,7 +40,7 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_torch_threads(requested: int, workers_sharing_machine: int = 1, env: Optional[dict] = None) -> int:
+def default_torch_threads(requested: int, workers_sharing_machine: int = 1, env: Optional[Mapping[str, str]] = None) -> int:
     """Threads for torch's intra-op pool.
 
     ``requested`` > 0 wins. Otherwise OMP_NUM_THREADS if set, else the available cores divided among
@@ -50,8 +50,7 @@ def default_torch_threads(requested: int, workers_sharing_machine: int = 1, env:
     """
     if requested > 0:
         return int(requested)
-    env = os.environ if env is None else env
-    omp = env.get("OMP_NUM_THREADS", "")
+    omp = (os.environ if env is None else env).get("OMP_NUM_THREADS", "")
     if omp.isdigit() and int(omp) > 0:
         return int(omp)
     return max(1, min(4, available_cores() // (2 * max(1, workers_sharing_machine))))

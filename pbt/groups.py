@@ -24,6 +24,6 @@ def check_group_choices(overrides: Sequence[str], config_dir: Path,
         files = [path.stem for path in (Path(config_dir) / key).glob("*.yaml")]
         options = sorted({*files, *registered.get(key, ())})
         if value not in options:
-            where = "the files in configs/{}/".format(key) if files else "built in"
+            where = f"the files in configs/{key}/" if files else "built in"
             raise ConfigError(f"{key}={value}: there is no such option.{did_you_mean(value, options)} "
                               f"Options: {', '.join(options)} ({where}).")

@@ -15,9 +15,17 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 from pbt.config import PbtConfig
 from pbt.elastic import ElasticPopulation
-from pbt.keys import set_by_key
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
+from pbt.keys import set_by_key
 from pbt.mutation import checked_params, current_params, validate_scheme
+from pbt.mutation.network import (
+    NetworkTracker,
+    explore_settings,
+    network_overrides,
+    network_value,
+    plan_network,
+    resume_network,
+)
 from pbt.mutation.scheme import warn_zero_valued
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
@@ -25,10 +33,10 @@ from pbt.mutation.network import (NetworkTracker, explore_settings, network_over
                                   plan_network, resume_network)
 from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
-from pbt.storage import LineageEntry, Record, Workspace
-from pbt.storage.lineage import STARTUP
 from pbt.selection.experience import ObjectiveHistory
+from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.format import LOCK_FILE
+from pbt.storage.lineage import STARTUP
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
 
 log = logging.getLogger(__name__)
@@ -54,7 +62,7 @@ def disallowed_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[in
     """
     records = list(records)
     stale = set(stale)
-    known = [float(r.objective) for r in records if r.has_objective]  # type: ignore[arg-type]
+    known = [float(r.objective) for r in records if r.objective is not None and r.has_objective]
     best = max(known) if known else None
     return {r.policy_idx for r in records
             if r.policy_idx in stale and not (r.has_objective and r.objective == best)}
@@ -194,7 +202,7 @@ class PbtMember:
             assert self.liveness is not None
             self.liveness.acquire()  # the lock moved with the directory
             for old in moved:  # our own lock moved along with the directory: drop that copy
-                if (old / LOCK_FILE).exists():
+                if isinstance(old, Path) and (old / LOCK_FILE).exists():  # a directory workspace's file lock
                     (old / LOCK_FILE).unlink()
             log.warning("PBT policy %d starts over (pbt.overwrite=true): its old files were moved to %s",
                         idx, ", ".join(str(p) for p in moved))
@@ -316,7 +324,7 @@ class PbtMember:
                 self.elastic.note_progress(frame)
                 members = self.elastic.members(peers, statuses).members
                 peers = {i: r for i, r in peers.items() if i in members}
-            stale = [i for i, status in statuses.items() if status.state == STALE]
+            stale = {i for i, status in statuses.items() if status.state == STALE}
             banned = disallowed_donors(peers.values(), stale)
             banned |= {i for i, r in peers.items() if r.checksum in self.refused_checksums}
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)

@@ -112,6 +112,11 @@ class ObjectiveTracker:
     def __init__(self, key: str, num_envs: int) -> None:
         self.key = key
         self.num_envs = num_envs
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (after the member's weights were replaced)."""
+        num_envs = self.num_envs
         self.last_per_env: List[float] = [math.nan] * num_envs
         self.finished = [False] * num_envs
         self.num_finished = 0
@@ -236,11 +241,6 @@ class ObjectiveTracker:
         if self.num_finished < self.num_envs:
             return None
         return sum(self.last_per_env) / self.num_envs
-
-    def reset(self) -> None:
-        """Forget everything (after the member's weights were replaced)."""
-        self.__init__(self.key, self.num_envs)  # type: ignore[misc]
-
 
 class MemberObjective:
     """What PBT ranks a member by: the task's ``key`` when it reports it, else each finished episode's

@@ -68,7 +68,7 @@ def check_placement(overrides: Sequence[str]) -> None:
             raise error
 
 
-def _compose_pbt(overrides: Sequence[str]) -> Optional[Dict[str, Any]]:
+def _compose_pbt(overrides: Sequence[str]) -> Optional[Dict[Any, Any]]:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf

@@ -6,7 +6,6 @@ from typing import Any
 from omegaconf import OmegaConf
 
 
-
 def _config_dir() -> Path:
     """``pbt/configs`` in an installed wheel, else ``configs/`` next to the ``pbt`` package (a checkout)."""
     package = Path(__file__).resolve().parent

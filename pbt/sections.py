@@ -7,7 +7,21 @@ build on this module, so it imports nothing of theirs. Standard library only (Py
 """
 import math
 from dataclasses import Field, asdict, fields
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 
 from pbt.errors import ConfigError, did_you_mean
 
@@ -22,22 +36,25 @@ Parser = Callable[[str, Any], Any]
 class Section:
     """Base of the config sections; subclasses are dataclasses whose field names are flat keys."""
 
+    if TYPE_CHECKING:  # what makes a dataclass one for fields() and asdict(); nothing at run time
+        __dataclass_fields__: ClassVar[Dict[str, Any]]
+
     @classmethod
     def keys(cls) -> List[str]:
         """The flat keys this section declares, in declaration order."""
-        return [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        return [f.name for f in fields(cls)]
 
     @classmethod
     def from_flat(cls: Type[S], values: Mapping[str, Any]) -> S:
         """The section from those of ``values`` it declares (the rest is ignored), each value
         converted to its field's type; ConfigError naming ``pbt.<key>`` otherwise."""
         kwargs = {f.name: parse_field(f, values[f.name])
-                  for f in fields(cls) if f.name in values}  # type: ignore[arg-type]
+                  for f in fields(cls) if f.name in values}
         return cls(**kwargs)
 
     def to_flat(self) -> Dict[str, Any]:
         """Plain-data copy, keyed by flat key (YAML-safe)."""
-        return asdict(self)  # type: ignore[call-overload]
+        return asdict(self)
 
 
 def parse_field(spec: "Field[Any]", value: Any) -> Any:

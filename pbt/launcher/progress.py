@@ -242,16 +242,17 @@ def plain_lines(view: ProgressView) -> List[str]:
 def rich_table(view: ProgressView) -> Any:
     """The view as one rich table per population."""
     from rich import box
-    from rich.console import Group
+    from rich.console import Group, JustifyMethod
     from rich.table import Table
 
+    columns: List[Tuple[str, JustifyMethod]] = [
+        ("member", "right"), ("frames", "right"), ("frames/s", "right"), ("objective", "right"), ("rank", "right"),
+        ("last action", "left"), ("donor", "left"), ("state", "left")]
     tables = []
     for population in view.populations:
         table = Table(title=f"{population.experiment}: {_header(view)}, {_best(population)}",
                       title_justify="left", box=box.SIMPLE_HEAVY, pad_edge=False, collapse_padding=True)
-        for header, justify in (("member", "right"), ("frames", "right"), ("frames/s", "right"),
-                                ("objective", "right"), ("rank", "right"), ("last action", "left"),
-                                ("donor", "left"), ("state", "left")):
+        for header, justify in columns:
             table.add_column(header, justify=justify, no_wrap=True)
         for row in population.rows:
             bold = population.best is not None and row.policy_idx == population.best[0]
@@ -289,7 +290,7 @@ class ProgressReporter:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._live: Any = None
-        self._swapped: List[Tuple[logging.StreamHandler, Any]] = []  # type: ignore[type-arg]
+        self._swapped: List[Tuple[logging.StreamHandler[Any], Any]] = []
 
     def start(self) -> None:
         if self.mode == "off":

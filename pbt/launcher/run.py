@@ -31,10 +31,10 @@ import os
 import sys
 from typing import Any, Dict, List, Optional
 
+from pbt.errors import ConfigError, PbtError, did_you_mean
 from pbt.launcher.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from pbt.launcher.backends.base import str2bool
 from pbt.launcher.run_description import Member, RunDescription, added_members, is_elastic
-from pbt.errors import ConfigError, PbtError, did_you_mean
 from pbt.storage.local import atomic_write_bytes
 from pbt.storage.reader import WorkspaceReader
 

@@ -115,7 +115,7 @@ class ParamGrid(ParamGenerator):
                 )
             key, values = entry
             tied = isinstance(key, (tuple, list))
-            keys: Tuple[str, ...] = tuple(key) if tied else (key,)
+            keys: Tuple[str, ...] = tuple(key) if isinstance(key, (tuple, list)) else (key,)
             if not keys or not all(isinstance(k, str) and k for k in keys):
                 raise ConfigError(f"ParamGrid entry #{position} has key {key!r}; keys must be non-empty strings like 'pbt.policy_idx'.")
             for k in keys:
@@ -356,7 +356,7 @@ def _check_population(experiment: Experiment, base_keys: Set[str]) -> None:
             )
         return
     try:
-        as_ints = sorted(int(i) for i in indices)  # type: ignore[arg-type]
+        as_ints = sorted(int(i) for i in indices if i is not None)  # none is None (returned above)
     except (TypeError, ValueError):
         raise ConfigError(f"Experiment {experiment.name!r}: {POLICY_IDX_KEY} values {indices} must be integers.") from None
     if as_ints != list(range(len(indices))):
@@ -404,16 +404,16 @@ def added_members(members: Sequence[Member], taken: Iterable[int], count: int) -
             f"{POLICY_IDX_KEY} and {NUM_POLICIES_KEY}={ELASTIC} (add {NUM_POLICIES_KEY}={ELASTIC} to its command; "
             "a fixed-size population ranks exactly N members)."
         )
-    top_idx, template = max(indexed, key=lambda pair: pair[0])  # type: ignore[arg-type, return-value]
-    assert top_idx is not None
-    start = max(set(taken) | {i for i, _ in indexed if i is not None}) + 1
+    known = [(i, m) for i, m in indexed if i is not None]  # all of them (checked above)
+    top_idx, template = max(known, key=lambda pair: pair[0])
+    start = max(set(taken) | {i for i, _ in known}) + 1
     added: List[Member] = []
     for idx in range(start, start + count):
         changes: Dict[str, Any] = {POLICY_IDX_KEY: idx, EXPERIMENT_KEY: f"{template.experiment}_{idx:02d}"}
         seed = [t.split("=", 1)[1] for t in template.argv if _override_key(t) == SEED_KEY]
         if seed and seed[-1].lstrip("-").isdigit():
             changes[SEED_KEY] = int(seed[-1]) + idx - top_idx
-        argv = [format_override(_override_key(t) or "", changes[_override_key(t)])
+        argv = [format_override(_override_key(t) or "", changes[_override_key(t) or ""])
                 if _override_key(t) in changes else t for t in template.argv]
         params = {k: changes.get(k, v) for k, v in template.params.items()}
         name = changes[EXPERIMENT_KEY]

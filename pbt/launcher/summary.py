@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from pbt.launcher.populations import Population, populations
-from pbt.launcher.run_description import Member
 from pbt.errors import PbtError
 from pbt.keys import short_keys
+from pbt.launcher.populations import Population, populations
+from pbt.launcher.run_description import Member
 from pbt.storage import WorkspaceReader
 from pbt.storage.format import best_dir_name
 from pbt.tools.display import display_value, format_frames
@@ -56,7 +56,7 @@ def find_winner(snapshot: Snapshot) -> Optional[Winner]:
     with collect_warnings():
         try:
             path = reader.checkpoint_path(best.record)
-            if path.is_file():
+            if isinstance(path, Path) and path.is_file():  # an object store's URL is not checked here
                 return Winner(best.policy_idx, best.objective, path, f"its newest record, iteration {best.record.iteration}")
         except PbtError:
             pass
@@ -66,8 +66,8 @@ def find_winner(snapshot: Snapshot) -> Optional[Winner]:
                 record = reader.best_record(view.policy_idx)
             except PbtError:
                 record = None
-            if record is not None and record.has_objective:
-                copies.append((float(record.objective), view.policy_idx, record))  # type: ignore[arg-type]
+            if record is not None and record.objective is not None and record.has_objective:
+                copies.append((float(record.objective), view.policy_idx, record))
     if copies:
         objective, holder, record = max(copies, key=lambda c: (c[0], -c[1]))
         path = Path(reader.store.path(f"{best_dir_name(holder)}/{record.checkpoint}"))
@@ -135,7 +135,8 @@ def summary_lines(population: Population) -> List[str]:
     lines.append(f"  pbt-status {ws}")
     lines.append(f"  pbt-analyze {ws} --out {shlex.quote(os.path.join(population.experiment_dir, 'analysis'))}")
     if winner is not None and winner.checkpoint is not None:
-        keys = list(snapshot.member(winner.policy_idx).params) if snapshot.member(winner.policy_idx) else []
+        view = snapshot.member(winner.policy_idx)
+        keys = list(view.params) if view else []
         lines.append("  " + population.play_command(str(winner.checkpoint), winner.policy_idx, PLAY_EPISODES, keys))
     return lines
 

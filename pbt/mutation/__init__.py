@@ -24,8 +24,7 @@ from pbt.mutation.base import (
     Mutation,
     MutationFunc,
 )
-from pbt.mutation.explore import (BOUND_SCALES, DEFAULT_MUTATION, FROZEN_KEYS, FROZEN_TREES, ExploreConfig,
-                                  frozen_reason)
+from pbt.mutation.explore import BOUND_SCALES, DEFAULT_MUTATION, FROZEN_KEYS, FROZEN_TREES, ExploreConfig, frozen_reason
 from pbt.mutation.hyperparameters import (
     DISCOUNT_CHANGE_RANGE,
     DISCOUNT_VALUE_RANGE,
@@ -39,8 +38,16 @@ from pbt.mutation.hyperparameters import (
     mutate_mini_epochs,
 )
 from pbt.mutation.registry import MUTATION_FUNCS, MUTATIONS, get_mutation, get_mutation_func
-from pbt.mutation.scheme import (allowed_range, check_value, checked_params, clamp, current_params, mutate,
-                                 mutate_params, validate_scheme)
+from pbt.mutation.scheme import (
+    allowed_range,
+    check_value,
+    checked_params,
+    clamp,
+    current_params,
+    mutate,
+    mutate_params,
+    validate_scheme,
+)
 
 __all__ = [
     "DISCOUNT_VALUE_RANGE", "FROZEN_KEYS", "FROZEN_TREES", "InvalidValueError", "MIN_1_RANGE", "UNBOUNDED",

@@ -11,8 +11,15 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError
 from pbt.keys import get_by_key, has_key, missing_key_error
-from pbt.mutation.base import (DISCOUNT_RANGE, GENERAL_RANGE, UNBOUNDED, HyperparameterMutation, InvalidValueError,
-                               Mutation, as_float)
+from pbt.mutation.base import (
+    DISCOUNT_RANGE,
+    GENERAL_RANGE,
+    UNBOUNDED,
+    HyperparameterMutation,
+    InvalidValueError,
+    Mutation,
+    as_float,
+)
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.hyperparameters import DISCOUNT_CHANGE_RANGE
 from pbt.mutation.registry import get_mutation

@@ -22,7 +22,7 @@ import logging
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pbt.errors import ConfigError, did_you_mean
 from pbt.keys import get_by_key, has_key, missing_key_error
@@ -66,11 +66,16 @@ class Dimension:
         mutated. (A batch with a single divisor in range is not fixed: it depends on the batch.)"""
         return self.type == CHOICE and len(self.values) == 1 and not self.divisors_of
 
+    def bounds(self) -> Tuple[float, float]:
+        """(low, high) of a numeric dimension (a choice has none: checked at construction)."""
+        assert self.low is not None and self.high is not None, f"{self.key}: a {self.type} dimension has no bounds"
+        return float(self.low), float(self.high)
+
     def sample(self, rng: random.Random) -> Any:
         """A value drawn from the whole dimension."""
         if self.type == CHOICE:
             return self.values[rng.randrange(len(self.values))]
-        low, high = float(self.low), float(self.high)  # type: ignore[arg-type]
+        low, high = self.bounds()
         if self.type == LOGUNIFORM:
             return math.exp(rng.uniform(math.log(low), math.log(high)))
         if self.type == INT:
@@ -84,7 +89,8 @@ class Dimension:
             return False
         if self.type == INT and not float(value).is_integer():
             return False
-        return float(self.low) <= value <= float(self.high)  # type: ignore[arg-type]
+        low, high = self.bounds()
+        return low <= value <= high
 
     def clamp(self, value: float) -> Any:
         """A number into the range (ints rounded and kept ints); a choice: the nearest value."""
@@ -93,7 +99,7 @@ class Dimension:
             if not numeric or not _is_number(value):
                 return self.values[0]
             return min(numeric, key=lambda v: (abs(float(v) - value), float(v)))
-        low, high = float(self.low), float(self.high)  # type: ignore[arg-type]
+        low, high = self.bounds()
         clamped = min(high, max(low, float(value)))
         return int(round(clamped)) if self.type == INT else clamped
 
@@ -393,7 +399,7 @@ def _divisors(dim: Dimension, resolved_config: Mapping[str, Any], problems: List
         product *= value
     low = 1 if dim.low is None else dim.low
     high = product if dim.high is None else dim.high
-    found = set()
+    found: Set[int] = set()
     for d in range(1, math.isqrt(product) + 1):
         if product % d == 0:
             found.update((d, product // d))

@@ -5,7 +5,7 @@ against rl_games 1.6.5 (docs/rl_games.md). Anything else (num_actors, horizon_le
 the network, task parameters...) is baked into buffers, the model or the env: changing it needs a
 rebuild, and the member re-executes itself instead.
 """
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, ClassVar, Dict, Mapping
 
 from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
 
@@ -71,8 +71,8 @@ CONTINUOUS_READERS: Dict[str, Reader] = {**DISCRETE_READERS, CONFIG + "bounds_lo
 class PpoAdapter(AgentAdapter):
     """What both PPO agents share: the keys both can change in place, and the learning rate kept in force."""
 
-    setters: Mapping[str, Setter] = DISCRETE_SETTERS
-    readers: Mapping[str, Reader] = DISCRETE_READERS
+    setters: ClassVar[Mapping[str, Setter]] = DISCRETE_SETTERS
+    readers: ClassVar[Mapping[str, Reader]] = DISCRETE_READERS
 
     def restore(self, state: Mapping[str, Any], config: Mapping[str, Any]) -> None:
         # The checkpoint's optimizer carries its own lr, and rl_games applies last_lr after every

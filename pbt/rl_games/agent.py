@@ -13,7 +13,7 @@ that saves and loads its full state.
 import collections
 import logging
 import math
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError
 from pbt.storage.checkpoints import model_fingerprint
@@ -126,7 +126,7 @@ def optimizer_mismatch(optimizer: Any, other: Any, where: str) -> Optional[str]:
     theirs = other["param_groups"]
     if len(theirs) != len(groups):
         return f"{where} has {len(theirs)} parameter groups, this agent's {len(groups)}"
-    shapes: Dict[Any, tuple] = {}
+    shapes: Dict[Any, Tuple[int, ...]] = {}
     for index, (mine, group) in enumerate(zip(groups, theirs)):
         ids = group.get("params") if isinstance(group, Mapping) else None
         if not isinstance(ids, Sequence) or len(ids) != len(mine["params"]):
@@ -195,7 +195,7 @@ class AgentAdapter:
     #: only rank running PBT (TRPO: pbt/rl_games/trpo/spmd.py). False: such a member is refused.
     follows_rank0: ClassVar[bool] = False
     #: rl_games score meters that describe the policy that filled them (cleared on new weights).
-    SCORE_METERS: ClassVar[tuple] = ("game_rewards", "game_shaped_rewards", "game_lengths")
+    SCORE_METERS: ClassVar[Tuple[str, ...]] = ("game_rewards", "game_shaped_rewards", "game_lengths")
 
     def __init__(self, algo: Any) -> None:
         self.algo = algo

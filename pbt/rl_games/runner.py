@@ -12,7 +12,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -77,7 +77,7 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
         cfg.seed = int.from_bytes(os.urandom(4), "little") % (2**31)
     if not cfg.experiment:
         # Fix the run name now so a PBT restart (which re-reads argv) finds the same directory.
-        cfg.experiment = experiment_name(OmegaConf.merge(cfg, {"pbt": {"enabled": False}}))
+        cfg.experiment = experiment_name(cast(DictConfig, OmegaConf.merge(cfg, {"pbt": {"enabled": False}})))
     config = cfg.train.params.config
     with open_dict(config):
         config.device = cfg.rl_device
@@ -87,7 +87,7 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
         if not str(cfg.rl_device).startswith("cuda"):
             config.torch_compile = False
     try:
-        plain: Dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+        plain = cast(Dict[str, Any], OmegaConf.to_container(cfg, resolve=True))  # a DictConfig's is a dict
     except Exception as exc:  # omegaconf raises several unrelated types for bad interpolations
         raise ConfigError(f"Could not resolve the configuration: {exc}. Check the overrides you passed.") from exc
     if str(plain["train"]["params"].get("algo", {}).get("name")) == "trpo":

@@ -28,9 +28,20 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 import torch
 
 from pbt.errors import ConfigError
-from pbt.mutation.network import (ADD_LAYER, ADD_UNITS, CLAMP_FACTOR, PARAMETER_FRACTION, PARAMETERS,
-                                  REMOVE_LAYER, REMOVE_UNITS, RESET_PROBABILITY, SUPER_PROBABILITY, SUPER_SCALE,
-                                  NetworkChange, NetworkSpec)
+from pbt.mutation.network import (
+    ADD_LAYER,
+    ADD_UNITS,
+    CLAMP_FACTOR,
+    PARAMETER_FRACTION,
+    PARAMETERS,
+    REMOVE_LAYER,
+    REMOVE_UNITS,
+    RESET_PROBABILITY,
+    SUPER_PROBABILITY,
+    SUPER_SCALE,
+    NetworkChange,
+    NetworkSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +152,7 @@ def _resize(state: State, fresh: Set[str], chain: str, layer: int, units: int, s
             w = state[reader]
             state[reader] = torch.cat([w, w.new_zeros((w.shape[0], units - old))], 1)
     else:
-        importance = sum(state[reader].pow(2).sum(0) for reader in readers)
+        importance = sum((state[reader].pow(2).sum(0) for reader in readers), weight.new_zeros(old))
         keep = torch.sort(torch.topk(importance, units).indices).values
         state[key], state[_bias(key)] = weight[keep].clone(), bias[keep].clone()
         for reader in readers:

@@ -58,9 +58,10 @@ def hp_diversity(params_by_member: Sequence[Mapping[str, Any]]) -> Optional[floa
     spreads: List[float] = []
     for key in sorted(keys):
         values = [_number(p[key]) for p in params_by_member]
-        if any(v is None or v <= 0 for v in values):
+        positive = [v for v in values if v is not None and v > 0]
+        if len(positive) < len(values):
             continue
-        spreads.append(statistics.pstdev(math.log(v) for v in values))  # type: ignore[arg-type]
+        spreads.append(statistics.pstdev(math.log(v) for v in positive))
     return sum(spreads) / len(spreads) if spreads else None
 
 
@@ -114,28 +115,28 @@ class PbtScalars:
         written: Dict[str, float] = {}
         iteration = own.iteration if own is not None else None
         last = lineage[-1] if lineage else None
-        current = last is not None and (iteration is None or last.iteration == iteration)
+        # the last entry when it is this iteration's decision
+        current = last if last is not None and (iteration is None or last.iteration == iteration) else None
         if params is None:
-            if current and last.params_after:  # type: ignore[union-attr]
-                params = last.params_after  # type: ignore[union-attr]
+            if current is not None and current.params_after:
+                params = current.params_after
             else:
                 params = own.params if own is not None else {}
         written.update(self.log_hyperparameters(frame, params))
         self._add("restarts", float(sum(1 for e in lineage if e.is_exploit)), frame, written)
-        donor = last.donor if current and last.action == "replace" else None  # type: ignore[union-attr]
+        donor = current.donor if current is not None and current.action == "replace" else None
         self._add("replaced_by", float(donor) if donor is not None else -1.0, frame, written)
-        known = [r for r in records.values() if r.has_objective]
-        if known:
-            objectives = [float(r.objective) for r in known]  # type: ignore[arg-type]
+        objectives = [float(r.objective) for r in records.values() if r.objective is not None and r.has_objective]
+        if objectives:
             self._add("population_best", max(objectives), frame, written)
             self._add("population_mean", sum(objectives) / len(objectives), frame, written)
-            if own is not None and own.has_objective:
-                rank = 1 + sum(1 for o in objectives if o > own.objective)  # type: ignore[operator]
+            if own is not None and own.objective is not None and own.has_objective:
+                rank = 1 + sum(1 for o in objectives if o > own.objective)
                 self._add("rank", float(rank), frame, written)
         diversity = hp_diversity([r.params for r in records.values()])
         if diversity is not None:
             self._add("hp_diversity", diversity, frame, written)
-        network = last.network if current and last.network else (own.network if own is not None else None)  # type: ignore[union-attr]
+        network = current.network if current is not None and current.network else (own.network if own is not None else None)
         if network:  # an evolved network (pbt/mutation=agilerl): its size over time
             units = network.get("units") or []
             self._add("network_layers", float(len(units)), frame, written)
@@ -212,12 +213,13 @@ def start_wandb(cfg: Mapping[str, Any], module: Any = None) -> Any:
         return None
     if module is None:
         try:
-            import wandb as module  # type: ignore[no-redef]
+            import wandb
         except ImportError:
             raise ConfigError(
                 f"wandb_activate=true but the wandb package is not installed. Install it ({WANDB_INSTALL_HINT}) "
                 "and log in (wandb login), or set wandb_activate=false."
             ) from None
+        module = wandb
     settings = wandb_settings(cfg)
     if settings["dir"] is not None:
         from pathlib import Path

@@ -10,8 +10,20 @@ import abc
 import math
 import random
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, ClassVar, Dict, Mapping, Optional, Sequence,
-                    Tuple, Type, Union)
+from typing import (
+    TYPE_CHECKING,
+    AbstractSet,
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
 
 from pbt.sections import Section, require
 from pbt.selection.population import diverged_significance, is_diverged, merge_params
@@ -110,6 +122,11 @@ class SelectionGates(Section):
         require(self.significance is None or 0.0 < self.significance < 1.0, "significance",
                 self.significance, "in (0, 1), or null to compare means only")
         require(self.initial_delay >= 0, "initial_delay", self.initial_delay, ">= 0")
+
+    @property
+    def ready_frames(self) -> int:
+        """``ready_after`` as resolved at construction (None there means ``start_after``)."""
+        return self.start_after if self.ready_after is None else self.ready_after
 
 
 Explore = Callable[[Mapping[str, Any], random.Random], Dict[str, Any]]
@@ -232,7 +249,7 @@ def unknown_gate(own: MemberState) -> Optional[str]:
 def ready_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
     """The ready rule: a member that took a donor's weights (or started) less than ready_after frames
     ago is not judged yet: its objective still reflects the start, not its hyperparameters."""
-    if own.record.frames_since_replace < gates.ready_after:
+    if own.record.frames_since_replace < gates.ready_frames:
         return (f"not ready: {fmt(own.record.frames_since_replace)} of ready_after {fmt(gates.ready_after)} "
                 "frames since it started or took a donor's weights")
     return None

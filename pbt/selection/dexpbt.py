@@ -12,9 +12,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from pbt.sections import Section, require, require_finite
-from pbt.selection.base import MemberState, Decision, Strategy, fmt, significance
-from pbt.selection.population import (View, diverged_significance, eligible_donors, group_size, is_diverged,
-                                      known_objective, merge_params, population_view, rank, records, trimmed_std)
+from pbt.selection.base import Decision, MemberState, Strategy, fmt, significance
+from pbt.selection.population import (
+    View,
+    diverged_significance,
+    eligible_donors,
+    group_size,
+    is_diverged,
+    known_objective,
+    merge_params,
+    population_view,
+    rank,
+    records,
+    trimmed_std,
+)
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -60,7 +71,7 @@ class DexPbt(Strategy):
         if gate is not None:
             return self.keep(own, gate)
         best = [i for i in self._best_group(ranking, view) if i != idx]
-        candidates = eligible_donors(records(view, best), gates.ready_after, self.ctx.banned_donors)
+        candidates = eligible_donors(records(view, best), gates.ready_frames, self.ctx.banned_donors)
         if not candidates:
             return self.keep(own, "no other ready member with a known objective in the best group")
         return self._act(own, view, rng.choice(candidates), rng)
@@ -91,7 +102,7 @@ class DexPbt(Strategy):
 
     def _act(self, own: MemberState, view: View, donor: "Record", rng: random.Random) -> Decision:
         """Replace weights if the donor leads by enough, else mutate own hyperparameters only."""
-        candidate = float(donor.objective)  # type: ignore[arg-type]
+        candidate = float(donor.objective)  # type: ignore[arg-type]  # donors come from the known-objective group
         own_objective = known_objective(own.record)
         delta = math.inf if own_objective is None else candidate - own_objective
         known = [o for o in (known_objective(r) for r in view.values()) if o is not None]

@@ -81,15 +81,15 @@ def align(own: "Record", view: Dict[int, Optional["Record"]],
 def fitness(record: Optional["Record"], eval_loop: int) -> Optional[float]:
     """Mean of the member's last ``eval_loop`` known objectives up to its record's iteration (the
     record's objective first); None when it has none. A non-finite newest objective is None."""
-    if record is None or not _finite(record.objective):
+    if record is None or record.objective is None or not _finite(record.objective):
         return None
-    values: List[float] = [float(record.objective)]  # type: ignore[arg-type]
+    values: List[float] = [float(record.objective)]
     for i in sorted((i for i in record.history if i < record.iteration), reverse=True):
         if len(values) >= eval_loop:
             break
         value = record.history[i]
-        if _finite(value):
-            values.append(float(value))  # type: ignore[arg-type]
+        if value is not None and _finite(value):
+            values.append(float(value))
     return math.fsum(values) / len(values)
 
 

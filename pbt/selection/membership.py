@@ -93,4 +93,4 @@ def join_donor(own_idx: int, records: Mapping[int, "Record"], alive: AbstractSet
                   if i != own_idx and i in alive and i not in refused and r.has_objective]
     if not candidates:
         return None
-    return max(candidates, key=lambda r: (float(r.objective), -r.policy_idx))  # type: ignore[arg-type]
+    return max(candidates, key=lambda r: (float(r.objective), -r.policy_idx))  # type: ignore[arg-type]  # candidates filtered on has_objective

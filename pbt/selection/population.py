@@ -2,8 +2,20 @@
 sizes, spread, and who may be a donor. Pure functions; peers are visited in policy_idx order, so
 everything here is reproducible."""
 import math
-from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
-                    Tuple, Union)
+from typing import (
+    TYPE_CHECKING,
+    AbstractSet,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from pbt.errors import ConfigError
 from pbt.storage.record import MAX_POLICY_IDX
@@ -39,7 +51,7 @@ def population_view(own: "Record", peers: Sequence["Record"],
     with no more iterations than own (None: unknown). ``members``: N (the members are 0..N-1) or
     the members' indices (an elastic population); peers outside them are ignored."""
     indices = range(members) if isinstance(members, int) else members
-    view: Dict[int, Optional["Record"]] = {idx: None for idx in sorted(indices)}
+    view: Dict[int, Optional[Record]] = {idx: None for idx in sorted(indices)}
     for record in peers:
         idx = record.policy_idx
         if idx == own.policy_idx or idx not in view or record.iteration > own.iteration:
@@ -75,9 +87,9 @@ def diverged_significance(own: "Record") -> Optional[Tuple[bool, str]]:
 
 def known_objective(record: Optional["Record"]) -> Optional[float]:
     """The record's objective when finite; None for missing records, None, NaN and inf."""
-    if record is None or not record.has_objective:
+    if record is None or record.objective is None or not record.has_objective:
         return None
-    return float(record.objective)  # type: ignore[arg-type]
+    return float(record.objective)
 
 
 def rank(view: View, own_idx: int) -> List[int]:

@@ -8,8 +8,22 @@ subclass and settings dataclass, and one entry in ``STRATEGIES``. Its flat keys 
 import dataclasses
 import logging
 import random
-from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Dict, List, Mapping, Optional, Protocol,
-                    Sequence, Tuple, Type, Union)
+from typing import (
+    TYPE_CHECKING,
+    AbstractSet,
+    Any,
+    Callable,
+    Collection,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
 
 from pbt.errors import ConfigError
 from pbt.mutation.explore import ExploreConfig
@@ -29,13 +43,19 @@ if TYPE_CHECKING:
 
 
 class SelectionSettings(Protocol):
-    """The parts of :class:`pbt.config.PbtConfig` that selection reads."""
+    """The parts of :class:`pbt.config.PbtConfig` that selection reads (read-only, so a dataclass
+    field or a property of a narrower type satisfies it)."""
 
-    selection: str
-    population_size: Optional[int]
-    gates: SelectionGates
-    explore: ExploreConfig
-    strategies: Mapping[str, Section]
+    @property
+    def selection(self) -> str: ...
+    @property
+    def population_size(self) -> Optional[int]: ...
+    @property
+    def gates(self) -> SelectionGates: ...
+    @property
+    def explore(self) -> ExploreConfig: ...
+    @property
+    def strategies(self) -> Mapping[str, Section]: ...
 
 
 logger = logging.getLogger(__name__)
@@ -88,10 +108,11 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
     """
     strategy_class = get_strategy(cfg.selection)
     size = cfg.population_size
+    population: Union[int, Tuple[int, ...]]
     if size is None:
         if members is None:
             raise ConfigError("an elastic population (pbt.num_policies=auto) decides among given members")
-        population: Union[int, Tuple[int, ...]] = tuple(sorted(set(members) | {own.record.policy_idx}))
+        population = tuple(sorted(set(members) | {own.record.policy_idx}))
         size = len(population)
     else:
         check_policy_idx(own.record.policy_idx, size)

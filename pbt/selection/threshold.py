@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Tuple
 
 from pbt.sections import Section, require_finite
-from pbt.selection.base import MemberState, Decision, Strategy, fmt
-from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, population_view, \
-    records
+from pbt.selection.base import Decision, MemberState, Strategy, fmt
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, population_view, records
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -64,7 +63,7 @@ class Threshold(Strategy):
         if not above and is_diverged(own.record):  # no spread to cut (e.g. one known peer): the best will do
             top = max(known.values())
             above = records(view, [i for i, o in known.items() if o == top and i != idx])
-        leaders = eligible_donors(above, gates.ready_after, self.ctx.banned_donors)
+        leaders = eligible_donors(above, gates.ready_frames, self.ctx.banned_donors)
         own_params = dict(own.record.params)
         if not leaders:
             reason = f"underperformer, no ready leader: mutate only ({numbers})"

@@ -76,7 +76,7 @@ class Tournament(Strategy):
         if cfg.elitism and own_fitness is not None and own_fitness >= max(known.values()):
             return self.keep(own, f"elite: the fittest member (fitness {fmt(own_fitness)}, eval_loop {cfg.eval_loop})")
         others = eligible_donors([r for i, r in sorted(view.items()) if r is not None and i != idx and i in known],
-                                 gates.ready_after, self.ctx.banned_donors)
+                                 gates.ready_frames, self.ctx.banned_donors)
         pool: List[int] = sorted(([idx] if own_fitness is not None else []) + [r.policy_idx for r in others])
         if len(pool) < 2:
             return self.keep(own, f"{len(pool)} member(s) with a known fitness may compete: no tournament")

@@ -86,7 +86,9 @@ class Truncation(Strategy):
         gates = self.ctx.gates
         idx = own.record.policy_idx
         view = population_view(own.record, peers, self.ctx.population)
-        known = [i for i in rank(view, idx) if known_objective(view[i]) is not None]
+        ranked = ((i, known_objective(view[i])) for i in rank(view, idx))
+        objectives = {i: o for i, o in ranked if o is not None}  # best first
+        known = list(objectives)
         if is_diverged(own.record):
             known.append(idx)  # ranks last
         top, bottom = quantile_groups(known, self.settings.quantile)
@@ -95,8 +97,8 @@ class Truncation(Strategy):
             return self.keep(own, f"not in the bottom quantile: {numbers}")
         own_params = dict(own.record.params)
         own_objective = known_objective(own.record)
-        better = [i for i in top if i != idx and (own_objective is None or known_objective(view[i]) > own_objective)]
-        donors = eligible_donors(records(view, better), gates.ready_after, self.ctx.banned_donors)
+        better = [i for i in top if i != idx and (own_objective is None or objectives[i] > own_objective)]
+        donors = eligible_donors(records(view, better), gates.ready_frames, self.ctx.banned_donors)
         if not donors:
             return self._perturbed(own, None, own_params, f"bottom quantile, no ready top member above it: "
                                                           f"perturb only ({numbers})", rng)

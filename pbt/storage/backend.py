@@ -9,14 +9,9 @@ import contextlib
 import logging
 import re
 from dataclasses import dataclass
-from typing import ContextManager, List, Optional, Set, Tuple
+from typing import ContextManager, List, Optional, Protocol, Set, Tuple
 
 from pbt.errors import CorruptRecordError, WorkspaceError
-
-try:  # Python >= 3.8
-    from typing import Protocol
-except ImportError:  # pragma: no cover
-    Protocol = object  # type: ignore[assignment,misc]
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 
 def objective_key(record: Record) -> float:
-    return record.objective if record.has_objective else -math.inf  # type: ignore[return-value]
+    return record.objective if record.objective is not None and record.has_objective else -math.inf
 
 
 def read_best(reader: "WorkspaceReader", directory: str) -> Optional[Record]:
@@ -60,7 +60,7 @@ def is_better(candidate: Record, current: Optional[Record]) -> bool:
         candidate.policy_idx, candidate.iteration, candidate.checksum
     ):
         return False
-    return not (current.has_objective and current.objective >= candidate.objective)  # type: ignore[operator]
+    return not (current.has_objective and current.objective >= candidate.objective)  # type: ignore[operator]  # both has_objective: finite floats
 
 
 def write_best(reader: "WorkspaceReader", directory: str, record: Record, checkpoint: bytes) -> None:
@@ -70,7 +70,7 @@ def write_best(reader: "WorkspaceReader", directory: str, record: Record, checkp
     the verified directory (never through a link), so nothing outside the workspace is touched."""
     store = reader.store
     store.ensure_dir(directory)
-    stem = best_stem(float(record.objective), record.iteration, record.policy_idx)  # type: ignore[arg-type]
+    stem = best_stem(float(record.objective), record.iteration, record.policy_idx)  # type: ignore[arg-type]  # only a record that has_objective is copied
     copy = replace(record, checkpoint=stem + CHECKPOINT_SUFFIX)
     store.put_atomic(f"{directory}/{copy.checkpoint}", checkpoint)
     store.put_atomic(f"{directory}/{stem}{RECORD_SUFFIX}", record_to_yaml(copy))

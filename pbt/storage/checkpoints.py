@@ -6,7 +6,7 @@ package itself stays importable without it.
 import hashlib
 import io
 import os
-from typing import Any, Dict, List, Mapping, Union
+from typing import Any, Dict, List, Literal, Mapping, Tuple, Union
 
 from pbt.errors import CorruptRecordError, UnsafeCheckpointError, WorkspaceError
 from pbt.storage.record import numpy_kind
@@ -45,7 +45,8 @@ def sanitize_state(state: Any, where: str = "state") -> Any:
         return state
     if isinstance(state, (torch.Size, torch.dtype, torch.device)):
         return state
-    for plain_type in (bool, int, float, str, bytes):  # subclasses (IntEnum, str enums, ...)
+    plain_types: Tuple[type, ...] = (bool, int, float, str, bytes)  # subclasses (IntEnum, str enums, ...)
+    for plain_type in plain_types:
         if isinstance(state, plain_type):
             return plain_type(state)
     if isinstance(state, collections.OrderedDict):
@@ -103,7 +104,7 @@ def _numpy_scalar(dtype: Any, data: Any = None) -> Any:
     if not isinstance(dtype, _DtypeSpec) or type(dtype.spec) is not str or dtype.spec not in _PLAIN_DTYPES:
         spec = getattr(dtype, "spec", dtype)
         raise pickle.UnpicklingError(f"numpy scalar of dtype {spec!r:.60} is not a plain number")
-    order = "|"
+    order: Literal["<", ">", "|", "="] = "|"
     state = dtype.state
     if state is not None:  # (version, byteorder, subarray, names, fields, elsize, alignment, flags)
         if (type(state) is not tuple or len(state) != 8 or state[1] not in ("<", ">", "|", "=")

@@ -86,7 +86,7 @@ class SmallObjectCache:
     def __init__(self, max_object_bytes: int = 64 * 1024, max_entries: int = 8192) -> None:
         self.max_object_bytes = max_object_bytes
         self.max_entries = max_entries
-        self._entries: "OrderedDict[str, Tuple[str, bytes]]" = OrderedDict()
+        self._entries: OrderedDict[str, Tuple[str, bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: str, etag: str) -> Optional[bytes]:

@@ -16,7 +16,7 @@ re-reads the sequence. No torch, Python 3.8.
 """
 import logging
 import re
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Protocol, Set, Tuple
 
 from pbt.errors import WorkspaceError
 from pbt.storage.backend import NotFound, Refused
@@ -177,12 +177,6 @@ class ObjectLog:
             self.store.delete(f"{log_dir(key)}/{base_name(base)}")
         self._next[key] = (newest + 1, 0)
         log.debug("compacted %s: %d parts folded into base %d", self.store.path(key), len(live), newest)
-
-
-try:  # Python >= 3.8
-    from typing import Protocol
-except ImportError:  # pragma: no cover
-    Protocol = object  # type: ignore[assignment,misc]
 
 
 class LogStore(Protocol):

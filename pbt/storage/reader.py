@@ -174,7 +174,7 @@ class WorkspaceReader:
             present = set(names)
             for stale in [n for n in cache if n not in present]:
                 del cache[stale]
-        return found  # type: ignore[return-value]
+        return found
 
     def _cached_record(self, member_idx: int, name: str, iteration: int) -> Record:
         """Read one record; parse it unless its bytes equal the last ones seen there.

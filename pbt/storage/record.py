@@ -428,7 +428,7 @@ def _flow_scalar(value: Any) -> str:
         return text
     if type(value) is str:
         # JSON escapes, with every non-ASCII BMP character as \uXXXX (both parsers agree on those)
-        return _NON_ASCII_BMP_RE.sub(lambda m: "\\u%04x" % ord(m.group()), json.dumps(value, ensure_ascii=False))
+        return _NON_ASCII_BMP_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
     if type(value) is list:
         return "[" + ", ".join(_flow_scalar(v) for v in value) + "]"
     if type(value) is dict:

@@ -70,7 +70,7 @@ class S3Store(RefusalLog):
         self._cache = SmallObjectCache()
         self._log = ObjectLog(self)
         self._count_lock = threading.Lock()
-        self.requests: "Counter[str]" = Counter()
+        self.requests: Counter[str] = Counter()
         """Requests sent, by S3 operation (for benchmarks and the documented request budget)."""
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -106,7 +106,7 @@ class S3Store(RefusalLog):
         except Exception as exc:  # noqa: BLE001 - botocore raises many unrelated classes; all are translated
             if is_precondition_failed(exc):
                 raise
-            raise _chained(translate(exc, what, self.path(key), self.bucket))
+            raise _chained(translate(exc, what, self.path(key), self.bucket))  # noqa: B904 - translate sets the cause
 
     def _listing(self) -> Optional[Listing]:
         return getattr(self._scan, "listing", None)
@@ -133,7 +133,7 @@ class S3Store(RefusalLog):
         except Exception as exc:  # noqa: BLE001 - only a lost condition reaches here
             if is_precondition_failed(exc):
                 return False
-            raise _chained(translate(exc, "creating", self.path(key), self.bucket))
+            raise _chained(translate(exc, "creating", self.path(key), self.bucket))  # noqa: B904 - translate sets the cause
         self._written(key, data, response)
         return True
 
@@ -159,7 +159,7 @@ class S3Store(RefusalLog):
         try:
             data = response["Body"].read()
         except Exception as exc:  # noqa: BLE001 - a connection lost mid-body
-            raise _chained(translate(exc, "reading", self.path(key), self.bucket))
+            raise _chained(translate(exc, "reading", self.path(key), self.bucket))  # noqa: B904 - translate sets the cause
         with self._count_lock:  # also called from the scan's prefetch threads
             self.bytes_received += len(data)
         self._cache.put(key, str(response.get("ETag", "")), data)

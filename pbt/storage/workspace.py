@@ -28,8 +28,8 @@ from pbt.storage.format import (
     record_name,
 )
 from pbt.storage.lineage import LineageEntry
-from pbt.storage.objectlog import log_dir
 from pbt.storage.local import HOST, atomic_write_bytes
+from pbt.storage.objectlog import log_dir
 from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
 from pbt.storage.record import MAX_POLICY_IDX, Record, plain_history, readable_numbers, record_to_yaml, to_plain
 from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order
@@ -91,7 +91,7 @@ class Workspace(WorkspaceReader):
         unwritable ``pbt.workspace`` fails at start-up rather than at the first PBT iteration."""
         key = f"{self.own_key}/{PROBE_FILE}"
         try:
-            self.store.put_atomic(key, f"{HOST} {os.getpid()} {time.time()}\n".encode("utf-8"))
+            self.store.put_atomic(key, f"{HOST} {os.getpid()} {time.time()}\n".encode())
         except WorkspaceError as exc:
             raise WorkspaceError(
                 f"pbt.workspace={self.root} is not writable: {exc.__cause__ or exc}. Set pbt.workspace to a "
@@ -289,7 +289,7 @@ class Workspace(WorkspaceReader):
                 break
             max_iteration = record.iteration - 1
         peers = [r for i, r in self.latest_records().items() if i != self.policy_idx and r.has_objective]
-        yield from sorted(peers, key=lambda r: (-float(r.objective), r.policy_idx))  # type: ignore[arg-type]
+        yield from sorted(peers, key=lambda r: (-float(r.objective), r.policy_idx))  # type: ignore[arg-type]  # peers filtered on has_objective
 
     # ---- retention ---------------------------------------------------------------------------
 

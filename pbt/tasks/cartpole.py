@@ -84,7 +84,7 @@ class Cartpole(VecTask):
     def energy(self) -> Tensor:
         """Mechanical energy of each env (conserved with zero force)."""
         m_total = self.m_cart + self.m_pole
-        mp, l = self.m_pole, self.half_length
+        mp, l = self.m_pole, self.half_length  # noqa: E741 - the textbook symbol for the pole (half) length
         kinetic = (
             0.5 * m_total * self.x_dot**2
             + mp * l * self.x_dot * self.theta_dot * torch.cos(self.theta)

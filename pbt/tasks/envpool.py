@@ -25,6 +25,7 @@ same step forever. The first episode of each env is cut (as a time-out) after a 
 steps in [1, max_episode_steps], which spreads episode boundaries evenly over time.
 """
 import logging
+import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -95,7 +96,7 @@ class EnvpoolTask:
         self.rl_device = torch.device(rl_device)
         self.headless = headless
         seed = cfg.get("seed")
-        seed = int(seed) % (2**31) if seed is not None and int(seed) >= 0 else int(np.random.SeedSequence().entropy % (2**31))
+        seed = int(seed) % (2**31) if seed is not None and int(seed) >= 0 else int.from_bytes(os.urandom(4), "little") % (2**31)
         threads = int(env_cfg.get("numThreads", 0) or 0)
         if threads <= 0:
             threads = max(1, min(available_cores(), self.num_envs))

@@ -6,7 +6,7 @@ and Isaac Gym must be imported before torch (:func:`pbt.tasks.registry.prepare_b
 import importlib.util
 import logging
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, cast
 
 from pbt.errors import TaskError, did_you_mean
 from pbt.tasks.base import check_task_interface
@@ -96,12 +96,14 @@ def isaacgymenvs_cfg_dir() -> Optional[Path]:
 def load_task_yaml(path: Path, _seen: Optional[List[Path]] = None) -> Any:
     """Load an IsaacGymEnvs task YAML, composing its Hydra ``defaults`` list of sibling task files
     (``AllegroKukaLSTM.yaml``: ``defaults: [AllegroKuka, _self_]``) the way Hydra would."""
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
     seen = list(_seen or [])
     if path in seen:
         raise TaskError(f"Isaac Gym task config {path}: its defaults list includes itself ({' -> '.join(map(str, seen))}).")
     cfg = OmegaConf.load(path)
+    if not isinstance(cfg, DictConfig):
+        raise TaskError(f"Isaac Gym task config {path} is a YAML list; a task config is a mapping of keys to values.")
     defaults = cfg.pop("defaults", None) or []
     parts: List[Any] = []
     self_added = False
@@ -165,13 +167,13 @@ def isaacgym_task_config(
     try:
         base = load_task_yaml(path) if path is not None else OmegaConf.create({})
         root.task = OmegaConf.merge(base, overlay)
-        resolved = OmegaConf.to_container(root, resolve=True)
+        resolved = cast(Dict[str, Any], OmegaConf.to_container(root, resolve=True))  # a DictConfig's is a dict
     except TaskError:
         raise
     except Exception as exc:  # omegaconf raises several unrelated types for bad YAML / interpolations
         raise TaskError(f"Could not load the Isaac Gym task config for {name} from {path or 'our task config'}: {exc}") from exc
     log.info("isaacgym/%s: task config %s with %d envs", name, path or "(ours)", resolved["task"]["env"].get("numEnvs", 0))
-    return resolved["task"]  # type: ignore[index,return-value]
+    return resolved["task"]
 
 
 def build_isaacgym_task(

@@ -262,7 +262,7 @@ def env_config(task_id: str, task_cfg: Mapping[str, Any], sim_device: str) -> An
     if seed is not None and hasattr(cfg, "seed"):
         cfg.seed = int(seed)
     physics = getattr(getattr(cfg, "sim", None), "physics", None)
-    if not str(sim_device).startswith("cuda") and hasattr(physics, "use_cuda_graph"):
+    if physics is not None and not str(sim_device).startswith("cuda") and hasattr(physics, "use_cuda_graph"):
         physics.use_cuda_graph = False  # CUDA graphs need a GPU
     if bool(task_cfg.get("groundCuboid", False)):
         use_ground_cuboid(cfg)
@@ -279,7 +279,7 @@ class _outside_our_hydra:
         from hydra.core.singleton import Singleton
 
         self.state = Singleton.get_state()
-        Singleton._instances = {}  # type: ignore[attr-defined]
+        Singleton._instances = {}
         root = logging.getLogger()
         self.logging = (root.level, list(root.handlers))
 

@@ -13,7 +13,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 from pbt.errors import TaskError
 
@@ -59,7 +59,7 @@ def use_ground_cuboid(cfg: Any) -> int:
     for path, owner, value in list(_walk(getattr(cfg, "scene", None))):
         if isinstance(value, sim_utils.GroundPlaneCfg) and path.endswith("spawn"):
             cuboid = sim_utils.CuboidCfg(size=(50.0, 50.0, 0.1), collision_props=sim_utils.UsdPhysicsCollisionCfg())
-            setattr(owner, "spawn", cuboid)
+            owner.spawn = cuboid
             init = getattr(owner, "init_state", None)
             if init is not None and hasattr(init, "pos"):
                 init.pos = (0.0, 0.0, -0.05)  # the cuboid's top face where the plane was
@@ -79,7 +79,7 @@ def _reachable(url: str, timeout: float) -> bool:
 def check_assets(cfg: Any, timeout: float = 5.0) -> None:
     """TaskError naming each asset that cannot be read, and the override that replaces it."""
     missing: List[str] = []
-    checked_hosts = {}
+    checked_hosts: Dict[str, bool] = {}
     for path, file, owner in asset_paths(cfg):
         if "://" in file:
             scheme, _, rest = file.partition("://")

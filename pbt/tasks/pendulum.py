@@ -22,7 +22,7 @@ a partially observed task where the velocity must be inferred from the history, 
 policy beats a feed-forward one.
 """
 import math
-from typing import Tuple
+from typing import Any, Mapping, Tuple
 
 import torch
 
@@ -39,7 +39,7 @@ class Pendulum(VecTask):
     num_actions = 1
     default_episode_length = 200
 
-    def __init__(self, cfg, sim_device="cpu", rl_device="cpu", headless=True):
+    def __init__(self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True) -> None:
         self.observe_velocity = bool((cfg.get("env", {}) or {}).get("observeVelocity", True))
         self.num_obs = 3 if self.observe_velocity else 2  # before VecTask allocates obs_buf
         super().__init__(cfg, sim_device, rl_device, headless)
@@ -58,7 +58,7 @@ class Pendulum(VecTask):
 
     def energy(self) -> Tensor:
         """Mechanical energy of each env (conserved with no torque and no damping)."""
-        m, l, g = self.m, self.length, self.g
+        m, l, g = self.m, self.length, self.g  # noqa: E741 - the textbook symbol for the pole length
         return m * l * l / 6.0 * self.theta_dot**2 + m * g * l / 2.0 * torch.cos(self.theta)
 
     def _reset_idx(self, env_ids: Tensor) -> None:

@@ -13,11 +13,11 @@ from typing import List, Optional
 import yaml
 
 from pbt.errors import CorruptRecordError, WorkspaceError
+from pbt.mutation.network import network_of
 from pbt.storage import Record
 from pbt.storage.checkpoints import sha256_hex
 from pbt.storage.local import atomic_write_bytes
 from pbt.storage.reader import WorkspaceReader, resolved
-from pbt.mutation.network import network_of
 from pbt.storage.record import record_to_yaml
 from pbt.tools.schedule import Schedule, reconstruct_schedule, schedule_document
 from pbt.tools.snapshot import Snapshot, open_reader
@@ -45,9 +45,9 @@ def scored_records(snapshot: Snapshot, reader: WorkspaceReader) -> List[Record]:
         record = view.record
         while record is not None and not record.has_objective and record.iteration > 0:
             record = reader.latest_record(view.policy_idx, max_iteration=record.iteration - 1)
-        if record is not None and record.has_objective:
-            records.append(record)
-    return sorted(records, key=lambda r: (-float(r.objective), r.policy_idx))  # type: ignore[arg-type]
+        if record is not None and record.objective is not None and record.has_objective:
+            records.append((float(record.objective), record))
+    return [r for _, r in sorted(records, key=lambda pair: (-pair[0], pair[1].policy_idx))]
 
 
 def export_best(snapshot: Snapshot, out: Path) -> Optional[BestExport]:

@@ -56,10 +56,11 @@ def _finite(value: Optional[float]) -> bool:
 
 
 def _objective_points(view: MemberView) -> List[Tuple[int, float]]:
-    points = [(e.frame, float(e.objective)) for e in view.lineage if _finite(e.objective)]  # type: ignore[arg-type]
+    points = [(e.frame, float(e.objective)) for e in view.lineage if e.objective is not None and _finite(e.objective)]
     record = view.record
-    if record is not None and record.has_objective and (not points or record.frame > points[-1][0]):
-        points.append((record.frame, float(record.objective)))  # type: ignore[arg-type]
+    if record is not None and record.objective is not None and record.has_objective and (
+            not points or record.frame > points[-1][0]):
+        points.append((record.frame, float(record.objective)))
     return points
 
 
@@ -145,7 +146,7 @@ def _param_steps(view: MemberView, key: str) -> List[Tuple[int, float]]:
     points: List[Tuple[int, float]] = []
     for entry in view.lineage:
         if entry.is_startup or not points:
-            value = (entry.params_after if entry.is_startup else entry.params_before).get(key)
+            value: Any = (entry.params_after if entry.is_startup else entry.params_before).get(key)
             if _numeric(value):
                 points.append((0 if entry.is_startup else entry.frame, float(value)))
             if entry.is_startup:
@@ -167,7 +168,8 @@ def plot_hyperparameters(snapshot: Snapshot, path: Path) -> Path:
     all_keys = sorted({k for m in snapshot.members for e in m.lineage for k in e.params_after})
     names = short_keys(all_keys)
     series = {key: {m.policy_idx: _param_steps(m, key) for m in snapshot.members} for key in all_keys}
-    keys, constant = [], []
+    keys: List[str] = []
+    constant: List[str] = []
     for key in all_keys:
         values = {p[1] for points in series[key].values() for p in points}
         (keys if len(values) > 1 else constant).append(key)

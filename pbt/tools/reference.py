@@ -18,8 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
-from pbt.config import (GROUP_KEYS, STRATEGY_ONLY_GATES, LivenessConfig, PbtConfig, _SECTION_FIELDS,
-                        key_defaults)
+from pbt.config import _SECTION_FIELDS, GROUP_KEYS, STRATEGY_ONLY_GATES, LivenessConfig, PbtConfig, key_defaults
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.network import NetworkMutationConfig
 from pbt.rl_games.trpo.settings import TrpoSettings
@@ -45,7 +44,9 @@ key below at its default.
 def field_docs(cls: Type[Any]) -> Dict[str, str]:
     """Field name -> the docstring written under it in ``cls``'s source (one line, whitespace folded)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
+    node = tree.body[0]
+    assert isinstance(node, ast.ClassDef), f"{cls!r} is not a class"
+    body = node.body
     docs: Dict[str, str] = {}
     for node, following in zip(body, body[1:]):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \

@@ -16,7 +16,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 import yaml
 
@@ -189,7 +189,7 @@ def _config_values(cfg: Any, keys: Sequence[str]) -> Dict[str, Any]:
     for key in keys:
         value = OmegaConf.select(cfg, key, default=missing, throw_on_missing=False)
         if value is missing:
-            raise missing_key_error(key, OmegaConf.to_container(cfg, resolve=False),  # type: ignore[arg-type]
+            raise missing_key_error(key, cast(Dict[str, Any], OmegaConf.to_container(cfg, resolve=False)),
                                     what=f"Schedule key '{key}'")
         values[key] = value
     return values

@@ -11,7 +11,7 @@ import os
 import statistics
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Union
 
@@ -24,8 +24,7 @@ from pbt.storage.reader import workspace_location
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-DEFAULT_STALE_AFTER = float(next(f.default for f in fields(LivenessConfig)  # type: ignore[arg-type]
-                                  if f.name == "heartbeat_timeout"))
+DEFAULT_STALE_AFTER = LivenessConfig().heartbeat_timeout
 """Seconds without a sign of life after which a member is shown as stale: the members' own
 ``pbt.heartbeat_timeout`` default, so the tools and the population agree on who is dead."""
 FINAL_STATES = (FINISHED, STOPPED, EXITED)
@@ -140,8 +139,8 @@ class Snapshot:
 
     @property
     def best(self) -> Optional[MemberView]:
-        ranked = [m for m in self.members if m.rank is not None]
-        return min(ranked, key=lambda m: m.rank) if ranked else None  # type: ignore[arg-type,return-value]
+        ranked = [(m.rank, m) for m in self.members if m.rank is not None]
+        return min(ranked, key=lambda pair: pair[0])[1] if ranked else None
 
     def member(self, policy_idx: int) -> Optional[MemberView]:
         for view in self.members:
@@ -227,8 +226,8 @@ def read_snapshot(root: PathLike) -> Snapshot:
         reader = open_reader(path)
         with reader.store.scan():  # one listing on an object store
             members = [_read_member(reader, idx, skipped) for idx in reader.member_indices()]
-    known = sorted((m for m in members if m.objective is not None),
-                   key=lambda m: (-m.objective, m.policy_idx))  # type: ignore[operator]
+    scored = [(m.objective, m) for m in members if m.objective is not None]
+    known = [m for _, m in sorted(scored, key=lambda pair: (-pair[0], pair[1].policy_idx))]
     for rank, view in enumerate(known, start=1):
         view.rank = rank
     return Snapshot(path, members, time.time(), list(skipped))

@@ -14,7 +14,7 @@ import io
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from pbt.errors import PbtError, WorkspaceError
 from pbt.keys import short_keys
@@ -70,7 +70,7 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
     :data:`WIDE`, a hyperparameter table below it)."""
     _require_rich()
     from rich import box
-    from rich.console import Group
+    from rich.console import Group, JustifyMethod
     from rich.table import Table
     from rich.text import Text
 
@@ -88,7 +88,7 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
     # Every string from the workspace goes in as Text (never rich markup), its control characters escaped.
     table = Table(title=Text(printable(title)), caption=Text(printable(caption)), caption_justify="left",
                   box=box.SIMPLE_HEAVY)
-    columns = [("policy", "right"), ("state", "left"), ("frames", "right"), ("iter", "right"),
+    columns: List[Tuple[str, JustifyMethod]] = [("policy", "right"), ("state", "left"), ("frames", "right"), ("iter", "right"),
                ("objective", "right"), ("rank", "right"), ("restarts", "right"), ("last action", "left"),
                ("donor", "left")]
     if not wide:  # 80 columns: the last action names its donor; the iteration is in it too
@@ -105,7 +105,7 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
         state_text = Text(state + (f" {format_age(snapshot.time - seen)}" if seen is not None else ""),
                           style=STATE_STYLES.get(state, "yellow"))
         params = view.params
-        values = {
+        values: Dict[str, Union[str, Text]] = {
             "policy": str(view.policy_idx),
             "state": state_text,
             "frames": format_frames(view.frame),

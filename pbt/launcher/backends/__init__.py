@@ -5,9 +5,9 @@ in ``base.py``). To add a backend: write ``launcher/backends/<name>.py`` and add
 """
 from typing import Dict
 
+from pbt.errors import ConfigError, did_you_mean
 from pbt.launcher.backends import processes, slurm
 from pbt.launcher.backends.base import Backend
-from pbt.errors import ConfigError, did_you_mean
 
 BACKENDS: Dict[str, Backend] = {"processes": processes, "slurm": slurm}
 DEFAULT_BACKEND = "processes"

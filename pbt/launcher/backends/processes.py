@@ -30,13 +30,13 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
 
+from pbt.errors import ConfigError
 from pbt.launcher.backends.base import str2bool
 from pbt.launcher.backends.gpus import MASK, GpuAllocator, claim, held_gpus, mask_entries, member_argv, unclaim, visible_gpus
 from pbt.launcher.backends.proctools import kill_signal_name, related_processes, signal_group, signal_processes
 from pbt.launcher.progress import LIVE_INTERVAL, MODES, PLAIN_INTERVAL, ProgressReporter
 from pbt.launcher.run_description import Member
 from pbt.launcher.summary import log_summaries
-from pbt.errors import ConfigError
 from pbt.procfs import is_alive, process_start_time
 from pbt.storage.local import create_exclusive, remove_quietly
 
@@ -143,7 +143,7 @@ def _make_preexec() -> Optional[Callable[[], None]]:
 class _Worker:
     def __init__(self, member: Member) -> None:
         self.member = member
-        self.proc: Optional["subprocess.Popen[bytes]"] = None
+        self.proc: Optional[subprocess.Popen[bytes]] = None
         self.gpu: Optional[int] = None
         self.starts = 0
         self.restarts = 0
@@ -205,7 +205,7 @@ class ProcessesBackend:
             self._stop_signal = signum
 
     def _install_handlers(self) -> Dict[int, Any]:
-        previous = {}
+        previous: Dict[int, Any] = {}
         for sig in STOP_SIGNALS:
             previous[sig] = signal.signal(sig, self._on_signal)
         return previous

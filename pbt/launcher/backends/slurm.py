@@ -28,11 +28,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from pbt.errors import ConfigError
 from pbt.launcher.backends import slurm_checks
 from pbt.launcher.backends.base import str2bool
 from pbt.launcher.backends.slurm_checks import SlurmError
 from pbt.launcher.run_description import Member
-from pbt.errors import ConfigError
 from pbt.storage.local import atomic_write_bytes
 
 log = logging.getLogger("launcher")
@@ -275,7 +275,7 @@ def prepare_experiment(run_name: str, members: List[Member], options: SlurmOptio
     logs_file = os.path.join(slurm_dir, "logs.txt")
     _write(commands_file, "".join(m.shell_cmd + "\n" for m in members))
     _write(logs_file, "".join(m.log_path + "\n" for m in members))
-    with open(options.sbatch_template) as f:
+    with open(options.sbatch_template or DEFAULT_TEMPLATE) as f:  # made absolute in __post_init__
         template = f.read()
     _write(os.path.join(slurm_dir, "sbatch.sh"), render_batch_script(template, commands_file, logs_file, options.requeue), executable=True)
     argv = sbatch_argv(run_name, experiment, len(members), slurm_dir, options)
@@ -303,7 +303,7 @@ def submit(argv: List[str]) -> str:
     if shutil.which(argv[0]) is None:
         raise ConfigError(f"'{argv[0]}' is not on PATH: run the slurm backend on a Slurm login node, or use --backend=processes.")
     try:
-        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=SBATCH_TIMEOUT_S)
+        result = subprocess.run(argv, capture_output=True, timeout=SBATCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"sbatch did not answer within {SBATCH_TIMEOUT_S} s; check that slurmctld and munged run (timeout 5 sinfo).") from None
     out = result.stdout.decode(errors="replace").strip()
@@ -318,8 +318,8 @@ def active_jobs(job_ids: List[str]) -> List[str]:
     active: List[str] = []
     for job_id in job_ids:
         try:
-            result = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", job_id], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, timeout=SQUEUE_TIMEOUT_S)
+            result = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", job_id], capture_output=True,
+                                    timeout=SQUEUE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise SlurmError(f"squeue did not answer within {SQUEUE_TIMEOUT_S} s; check that slurmctld and munged run (timeout 5 sinfo).") from None
         err = result.stderr.decode(errors="replace")
@@ -341,7 +341,7 @@ def _previous_job_ids(slurm_dir: str) -> List[str]:
 
 def check_against_partition(options: SlurmOptions) -> None:
     """Fail before submitting when no node of the partition can run a member's job (``sinfo``)."""
-    with open(options.sbatch_template) as f:
+    with open(options.sbatch_template or DEFAULT_TEMPLATE) as f:  # made absolute in __post_init__
         request = options.request(f.read())
     if shutil.which("sinfo") is None:
         log.warning("sinfo is not on PATH: the request (%d CPUs, %d GPUs per member) was not checked against the "

@@ -34,8 +34,7 @@ class SlurmError(PbtError):
 def run_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT_S) -> "subprocess.CompletedProcess[str]":
     """Run a Slurm client command with a timeout (they hang while slurmctld or munged is down)."""
     try:
-        return subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                              timeout=timeout)
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{argv[0]} did not answer within {timeout:g} s; check that slurmctld and munged run "
                          "(timeout 5 sinfo).") from None
@@ -119,7 +118,7 @@ def parse_gres_gpus(gres: str) -> int:
 
 def parse_sinfo(text: str) -> "OrderedDict[str, PartitionInfo]":
     """Partitions from ``sinfo -h -N --all -o SINFO_FORMAT``, in sinfo's order."""
-    partitions: "OrderedDict[str, PartitionInfo]" = OrderedDict()
+    partitions: OrderedDict[str, PartitionInfo] = OrderedDict()
     for line in text.splitlines():
         fields = line.strip().split("|")
         if len(fields) != 8:

@@ -6,7 +6,7 @@ each rollout) and the reward scale. The value learning rate is set as rl_games k
 and the optimizer's lr.
 """
 import dataclasses
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, ClassVar, Dict, Mapping
 
 from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
 
@@ -41,6 +41,10 @@ def _set_value_scale(algo: Any, value: Any) -> None:
     algo.critic_coef = float(value)
 
 
+def _get_setting(name: str) -> Reader:
+    return lambda algo: getattr(algo.trpo, name)
+
+
 def _set_attr(name: str) -> Setter:
     def setter(algo: Any, value: Any) -> None:
         setattr(algo, name, float(value))
@@ -72,7 +76,7 @@ TRPO_SETTERS: Dict[str, Setter] = {
 }
 
 TRPO_READERS: Dict[str, Reader] = {
-    **{CONFIG + name: (lambda algo, n=name: getattr(algo.trpo, n)) for name in _SETTINGS},
+    **{CONFIG + name: _get_setting(name) for name in _SETTINGS},
     CONFIG + "value_learning_rate": lambda algo: algo.optimizer.param_groups[0]["lr"],
     CONFIG + "learning_epochs": lambda algo: algo.mini_epochs_num,
     CONFIG + "value_loss_scale": lambda algo: algo.critic_coef,
@@ -86,8 +90,8 @@ TRPO_READERS: Dict[str, Reader] = {
 class TrpoAdapter(AgentAdapter):
     """The ``trpo`` agent (:class:`pbt.rl_games.trpo.agent.TrpoAgent`)."""
 
-    setters: Mapping[str, Setter] = TRPO_SETTERS
-    readers: Mapping[str, Reader] = TRPO_READERS
+    setters: ClassVar[Mapping[str, Setter]] = TRPO_SETTERS
+    readers: ClassVar[Mapping[str, Reader]] = TRPO_READERS
     follows_rank0 = True
 
     # Each change bumps ``algo.generation``: in a multi-process run, rank 0 (the only one running PBT)

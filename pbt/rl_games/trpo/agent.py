@@ -41,6 +41,10 @@ VALUE_PREFIXES = ("a2c_network.critic_mlp", "a2c_network.value", "a2c_network.c_
 class TrpoAgent(a2c_continuous.A2CAgent):
     """rl_games' continuous agent with TRPO's policy update and a separate value optimizer."""
 
+    # set by rl_games' base class (untyped); declared so the assignments below have a type
+    last_lr: float
+    entropy_coef: float
+
     def __init__(self, base_name: str, params: Dict[str, Any]) -> None:
         self.trpo = TrpoSettings.from_config(params["config"])
         params = {**params, "config": self.trpo.rl_games_config(params["config"])}

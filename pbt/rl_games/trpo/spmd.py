@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -112,7 +112,7 @@ def cpu_device_guard(agent: Any) -> Iterator[None]:
         yield
         return
     original = torch.cuda.set_device
-    torch.cuda.set_device = lambda device: None  # type: ignore[assignment]
+    torch.cuda.set_device = lambda device: None
     try:
         yield
     finally:
@@ -162,7 +162,7 @@ def follow_rank0(agent: Any) -> bool:
     dist.all_reduce(changed, op=dist.ReduceOp.MAX)
     if not float(changed[0]):
         return False
-    payload = [None]
+    payload: List[Any] = [None]
     if agent.global_rank == 0:
         # CPU copies: a pickled CUDA tensor would be unpickled onto rank 0's GPU on every rank.
         payload = [cpu_copies({"model": agent.model.state_dict(), "optimizer": agent.optimizer.state_dict(),
