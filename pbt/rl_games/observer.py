@@ -156,7 +156,7 @@ class WorkerObserver(AlgoObserver):
         state = load_state_file(checkpoint)
         donor = getattr(self.member, "joined_from", None)
         problem = agent.state_problem(state, counts=True) if donor is not None else None
-        if problem is None:
+        if problem is None or donor is None:  # only a joiner's checkpoint is checked
             self.restore(agent, state, checkpoint)
             return
         log.warning("member %d's checkpoint %s does not fit this agent (%s); this joiner starts fresh from frame 0",

@@ -134,7 +134,7 @@ def cpu_object_broadcasts(agent: Any) -> Iterator[None]:
             objects[:] = [cpu_copies(obj) for obj in objects]
         return original(objects, src, *args, **kwargs)
 
-    dist.broadcast_object_list = broadcast
+    dist.broadcast_object_list = broadcast  # type: ignore[assignment]  # a wrapper with the same call shape
     try:
         yield
     finally:
