@@ -27,6 +27,7 @@ from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, 
 from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.lineage import STARTUP
 from pbt.selection.experience import ObjectiveHistory
+from pbt.selection.pb2_data import ParamHistory
 from pbt.storage.format import LOCK_FILE
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
 
@@ -114,6 +115,7 @@ class PbtMember:
         self.last_iteration = -1
         self.best_interval_objective: Optional[float] = None
         self.history = ObjectiveHistory()
+        self.param_history = ParamHistory()
         self.rng = random.Random(pbt_seed(self.pbt, int(cfg.get("seed", 0)), 0))
         self.liveness: Optional[MemberLiveness] = None
         self.peer_watch = PeerWatch(self.workspace, self.pbt.liveness.heartbeat_timeout)
@@ -249,6 +251,7 @@ class PbtMember:
         self.last_iteration = self.start_frame // self.pbt.interval_steps
         own = self.workspace.latest_record(self.pbt.policy_idx, max_iteration=self.last_iteration)
         self.history = ObjectiveHistory.restored(own, self.replaced_at_frame, self.pbt.interval_steps)
+        self.param_history = ParamHistory.restored(own, self.replaced_at_frame, self.pbt.interval_steps)
         self.rng = random.Random(pbt_seed(self.pbt, int(self.cfg.get("seed", 0)), self.start_frame))
         if self.elastic is not None:
             self.elastic.note_progress(self.start_frame)
@@ -262,6 +265,7 @@ class PbtMember:
         if replaced:
             self.replaced_at_frame = int(frame)
             self.history.forget()
+            self.param_history.forget()
         self.best_interval_objective = None
 
     # -- the iteration ------------------------------------------------------------------------
@@ -279,9 +283,10 @@ class PbtMember:
         """Publish, scan the population, decide, and log the decision (the caller acts on it)."""
         iteration = self.last_iteration = frame // self.pbt.interval_steps
         self.history.note(iteration, objective)
+        self.param_history.note(iteration, self.params)
         own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
-                                  network=network_value(self.network))
+                                  network=network_value(self.network), param_history=self.param_history.values)
         with self.workspace.store.scan():  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)
             peers[self.pbt.policy_idx] = own
@@ -334,9 +339,10 @@ class PbtMember:
         """Publish the current state as this iteration's record (before the process stops)."""
         iteration = frame // self.pbt.interval_steps
         self.history.note(iteration, objective)
+        self.param_history.note(iteration, self.params)
         record = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                      frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
-                                     network=network_value(self.network))
+                                     network=network_value(self.network), param_history=self.param_history.values)
         self.flush_lineage()
         return record
 

@@ -71,11 +71,21 @@ class Record:
     """This member's objective by iteration since its weights last came from a donor (or since it
     started), the newest MAX_HISTORY: peers rank it at equal experience and average its recent
     objectives (``eval_loop``). Optional on disk: older records have none."""
+    param_history: Dict[int, Dict[str, Any]] = field(default_factory=dict)
+    """The hyperparameters in force over the same span as ``history``, as change points: iteration
+    i -> the params this member trained with in the interval ending at i and every later one, up to
+    the next entry (the newest MAX_PARAM_HISTORY). With ``history`` it gives each interval's
+    (hyperparameters, objective change), the data PB2 fits. Optional on disk: older records have
+    none (then only ``params``, in force over the newest interval, is known)."""
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
         data["params"] = dict(self.params)
         data["history"] = {str(k): v for k, v in sorted(self.history.items())}  # YAML/JSON keys are strings
+        if self.param_history:
+            data["param_history"] = {str(k): dict(v) for k, v in sorted(self.param_history.items())}
+        else:  # records without it stay byte-identical to the format before it
+            del data["param_history"]
         return data
 
     @classmethod
@@ -103,6 +113,7 @@ class Record:
                 version=_int_field(data, "version", MAX_COUNT, RECORD_VERSION),
                 network=_network(data.get("network")),
                 history=_history(data.get("history")),
+                param_history=_param_history(data.get("param_history")),
             )
         except KeyError as exc:
             raise CorruptRecordError(f"{source}: not a valid PBT record (missing {exc})") from exc
@@ -115,7 +126,7 @@ class Record:
         return self.objective is not None and math.isfinite(self.objective)
 
 
-_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history"}  # optional (older records)
+_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history", "param_history"}  # optional
 
 
 MAX_POLICY_IDX = 1_000_000
@@ -127,6 +138,9 @@ MAX_PARAM_STRING = 4096
 MAX_EPISODE_RETURNS = 100_000
 MAX_HISTORY = 512
 """A record keeps at most this many iterations of objective history."""
+MAX_PARAM_HISTORY = 64
+"""A record keeps at most this many hyperparameter change points (each a flow mapping: the
+record reader allows MAX_RECORD_BRACKETS brackets in all)."""
 
 
 def _is_number(value: Any) -> bool:
@@ -197,6 +211,19 @@ def _history(value: Any) -> Dict[int, Optional[float]]:
         if type(key) is not str or not key.isdigit() or len(key) > 18:
             raise ValueError(f"history keys must be iteration numbers, got {key!r:.80}")
         out[int(key)] = None if objective is None else _number(objective, "history[]")
+    return out
+
+
+def _param_history(value: Any) -> Dict[int, Dict[str, Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or len(value) > MAX_PARAM_HISTORY:
+        raise ValueError(f"param_history must be a mapping of at most {MAX_PARAM_HISTORY} iteration -> params")
+    out: Dict[int, Dict[str, Any]] = {}
+    for key, params in value.items():
+        if type(key) is not str or not key.isdigit() or len(key) > 18:
+            raise ValueError(f"param_history keys must be iteration numbers, got {key!r:.80}")
+        out[int(key)] = _params(params)
     return out
 
 

@@ -1,0 +1,140 @@
+"""The data PB2 fits, from what members publish: each interval's hyperparameters and objective
+change, read from records (``history`` and ``param_history``), and the member-side record of its
+own hyperparameter change points. Pure functions, standard library only (Python 3.8).
+
+A record at iteration i carries the hyperparameters trained with in the interval ending at i (a
+decision at i changes them for the next interval). The member's data point for interval k is
+``(params in force over k, k, objective(k) - objective(k - 1))`` when both objectives are known
+and finite; both come from the same weights (``history`` is forgotten when a member takes a
+donor's weights), so a replacement never counts as an improvement.
+"""
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from pbt.mutation.space import LOGUNIFORM, Dimension
+from pbt.storage.record import MAX_PARAM_HISTORY
+
+if TYPE_CHECKING:
+    from pbt.storage.record import Record
+
+
+@dataclass(frozen=True)
+class Point:
+    """One interval of one member: normalised hyperparameters, the iteration it ended at, and the
+    objective change over it."""
+
+    x: Tuple[float, ...]
+    time: int
+    change: float
+    policy_idx: int
+
+
+def normalise(dim: Dimension, value: Any) -> Optional[float]:
+    """``value`` mapped to [0, 1] over the dimension's bounds (loguniform: in log space); None when
+    it is no finite number. Values outside the bounds are clipped (an older run's wider space)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    low, high, v = float(dim.low), float(dim.high), float(value)  # type: ignore[arg-type]
+    if dim.type == LOGUNIFORM:
+        if v <= 0:
+            return None
+        low, high, v = math.log(low), math.log(high), math.log(v)
+    return min(1.0, max(0.0, (v - low) / (high - low)))
+
+
+def denormalise(dim: Dimension, x: float) -> float:
+    """The value at ``x`` in [0, 1] of the dimension, inside its bounds."""
+    low, high = float(dim.low), float(dim.high)  # type: ignore[arg-type]
+    x = min(1.0, max(0.0, float(x)))
+    if dim.type == LOGUNIFORM:
+        value = math.exp(math.log(low) + x * (math.log(high) - math.log(low)))
+    else:
+        value = low + x * (high - low)
+    return float(dim.clamp(value))  # exp/log rounding must not leave the bounds
+
+
+def params_at(record: "Record", iteration: int) -> Optional[Mapping[str, Any]]:
+    """The hyperparameters ``record``'s member trained with in the interval ending at
+    ``iteration``: the newest change point at or before it; the record's params for its own
+    iteration when it has no change points (an older record); None when unknown."""
+    if iteration > record.iteration:
+        return None
+    points = [i for i in record.param_history if i <= iteration]
+    if points:
+        return record.param_history[max(points)]
+    if iteration == record.iteration:
+        return record.params
+    return None
+
+
+def point_x(params: Mapping[str, Any], dims: Sequence[Dimension]) -> Optional[Tuple[float, ...]]:
+    """The normalised coordinates of ``params`` (None when a key is missing or not a number)."""
+    out: List[float] = []
+    for dim in dims:
+        value = normalise(dim, params.get(dim.key))
+        if value is None:
+            return None
+        out.append(value)
+    return tuple(out)
+
+
+def _finite(value: Optional[float]) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def data_points(records: Iterable["Record"], dims: Sequence[Dimension]) -> List[Point]:
+    """Every interval of every record whose objective change and hyperparameters are known, oldest
+    first (ties: lower policy_idx)."""
+    points: List[Point] = []
+    for record in records:
+        history = dict(record.history)
+        history.setdefault(record.iteration, record.objective)
+        for k in sorted(history):
+            before, after = history.get(k - 1), history[k]
+            if k > record.iteration or not (_finite(before) and _finite(after)):
+                continue
+            params = params_at(record, k)
+            x = None if params is None else point_x(params, dims)
+            if x is not None:
+                points.append(Point(x, k, float(after) - float(before), record.policy_idx))  # type: ignore[arg-type]
+    points.sort(key=lambda p: (p.time, p.policy_idx))
+    return points
+
+
+def newest(points: Sequence[Point], max_points: int) -> List[Point]:
+    """The newest ``max_points`` (the time-varying kernel gives old data little weight anyway, and
+    the fit costs O(n^3))."""
+    return list(points[-max_points:]) if max_points > 0 else []
+
+
+class ParamHistory:
+    """A member's own hyperparameter change points since its weights last came from a donor (the
+    span of its objective history): what its records carry as ``param_history``."""
+
+    def __init__(self, values: Optional[Dict[int, Dict[str, Any]]] = None) -> None:
+        self.values: Dict[int, Dict[str, Any]] = {i: dict(p) for i, p in (values or {}).items()}
+
+    @classmethod
+    def restored(cls, record: Optional["Record"], replaced_at_frame: int, interval_steps: int) -> "ParamHistory":
+        """The change points of the member's newest own record, without those up to its last weight
+        replacement (as :meth:`pbt.selection.experience.ObjectiveHistory.restored`)."""
+        if record is None:
+            return cls()
+        floor = replaced_at_frame // interval_steps if replaced_at_frame else -1
+        return cls({i: p for i, p in record.param_history.items() if i > floor})
+
+    def note(self, iteration: int, params: Mapping[str, Any]) -> None:
+        """The params trained with in the interval ending at ``iteration`` (a change point only when
+        they differ from the newest one)."""
+        if self.values:
+            last = max(self.values)
+            if last <= iteration and self.values[last] == dict(params):
+                return
+        self.values[iteration] = dict(params)
+        for old in sorted(self.values)[:-MAX_PARAM_HISTORY]:
+            del self.values[old]
+
+    def forget(self) -> None:
+        """The member took a donor's weights (its objective history restarts too)."""
+        self.values = {}
