@@ -175,6 +175,7 @@ FLAT_KEYS = [
     "seed", "restart_mode", "heartbeat_interval", "heartbeat_timeout", "on_write_error",
     "overwrite", "resume", "network_mutation", "equal_experience", "search_space", "quantile",
     "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop", "elastic_window", "join",
+    "pb2_quantile", "pb2_kappa", "pb2_max_data", "mfpbt_frequencies", "mfpbt_sizes",
 ]
 
 
