@@ -134,6 +134,7 @@ class PB2(Truncation):
         for dim, x in zip(dims, pick.x):
             params[dim.key] = denormalise(dim, x)
         members = len({p.policy_idx for p in points})
-        logger.debug("PB2 fit and acquisition: %.3f s over %d points", elapsed, len(points))
+        logger.info("PB2 policy %d: fit and acquisition took %.3f s over %d points", own.record.policy_idx, elapsed,
+                    len(points))
         return params, (f"PB2: UCB over {len(points)} points of {members} member(s), predicted change "
-                        f"{pick.mean:.4g} +/- {pick.std:.3g} ({elapsed * 1000:.0f} ms)")
+                        f"{pick.mean:.4g} +/- {pick.std:.3g}")
