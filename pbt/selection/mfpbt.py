@@ -7,8 +7,9 @@ of a sub-population with frequency f acts only at its own iterations that are mu
 the slow sub-populations judge members over long horizons and are not greedy. When it acts, its
 sub-population is ranked by objective and split into quarters (at least one member each):
 
-- bottom quarter: the i-th worst takes the weights and hyperparameters of the i-th best of its
-  sub-population, then perturbs them (factors 0.8 / 1.25, the paper's);
+- bottom quarter: its members, in rank order, take the weights and hyperparameters of the top
+  quarter's, in rank order (the paper's pairing: the best of the bottom copies the best), then
+  perturb them (factors 0.8 / 1.25, the paper's);
 - third quarter (the migration bracket): in rank order, each takes the best member of the other
   sub-populations not yet taken by a better one, when that member ranks above it in the whole
   population. Asymmetric: the migrant's weights always move, its hyperparameters only from a
