@@ -1,0 +1,58 @@
+"""PB2 and MF-PBT with real worker processes sharing one workspace (Pendulum on CPU, 4 members).
+
+- PB2: members explore with the GP bandit fitted to the interval data their peers' records carry
+  (the lineage says how many points of how many members), always inside the search space;
+- MF-PBT: sub-populations [0, 1] (every interval) and [2, 3] (every 3rd); the crippled member 0
+  takes a healthy member's weights and, the migrant's sub-population being slower, its learning
+  rate too; the slow sub-population acts only at multiples of 3.
+
+A minute or two each on 2 cores: run under ``flock /tmp/heavy.lock``.
+"""
+import re
+from pathlib import Path
+
+import pytest
+
+from test_population_selection import final_objective, run_population
+
+pytest.importorskip("torch")
+
+LR = "train.params.config.learning_rate"
+ENT = "train.params.config.entropy_coef"
+CONSTANT = "train.params.config.lr_schedule=constant"
+SPACE = (f"++pbt.search_space={{{LR}:{{type:loguniform,low:1.0e-5,high:1.0e-2}},"
+         f"{ENT}:{{type:uniform,low:0.0,high:0.01}}}}")
+
+
+@pytest.mark.slow
+def test_pb2_members_explore_with_the_gp_fitted_to_their_peers_data(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    extra = ["pbt/selection=pb2", SPACE, CONSTANT]
+    result = run_population(tmp_path, 400_000, {i: extra for i in range(4)})
+    explored = [e for lineage in result["lineages"] for e in lineage if e["action"] in ("mutate", "replace")
+                and e.get("mode") != "startup"]
+    assert explored, "\n\n".join(log[-3000:] for log in result["logs"])
+    fitted = [e for e in explored if "PB2: UCB over" in e["reason"]]
+    assert fitted, [e["reason"] for e in explored]
+    counts = [re.search(r"PB2: UCB over (\d+) points of (\d+) member", e["reason"]) for e in fitted]
+    assert max(int(m.group(2)) for m in counts if m) >= 2  # peers' records fed the model, not only its own
+    for entry in explored:
+        assert 1e-5 <= entry["params_after"][LR] <= 1e-2 and 0.0 <= entry["params_after"][ENT] <= 0.01
+
+
+@pytest.mark.slow
+def test_mfpbt_migrates_into_the_fast_sub_population_and_the_slow_one_waits(tmp_path: Path) -> None:
+    common = ["pbt/selection=mfpbt", "pbt.mfpbt_frequencies=[1,3]", CONSTANT]
+    extra = {i: common + ([f"{LR}=1e-7"] if i == 0 else []) for i in range(4)}
+    result = run_population(tmp_path, 400_000, extra)
+    acted = {i: [e for e in lineage if e["action"] in ("mutate", "replace") and e.get("mode") != "startup"]
+             for i, lineage in enumerate(result["lineages"])}
+    migrations = [e for e in acted[0] if e["reason"].startswith("replace: migration from member")]
+    assert migrations, [e["reason"] for e in acted[0]]
+    first = migrations[0]
+    assert first["donor"] in (2, 3) and "sub-population 1 (frequency 3" in first["reason"]
+    assert first["params_before"][LR] == 1e-7 and first["params_after"][LR] != 1e-7  # the slower migrant's rate
+    assert "sub-population 0 (frequency 1, members [0, 1])" in first["reason"]
+    for idx in (2, 3):
+        assert all(e["iteration"] % 3 == 0 for e in acted[idx]), [(e["iteration"], e["reason"]) for e in acted[idx]]
+    assert final_objective(result["logs"][0]) > -700.0, result["logs"][0][-3000:]
