@@ -92,3 +92,20 @@ def test_hysteresis_keeps_the_best_objective_of_the_interval(tmp_path):
     for value in (None, -5.0, -2.0, -9.0):
         member.observe(value)
     assert member.best_interval_objective == -2.0
+
+
+def test_records_carry_the_hyperparameter_change_points_until_a_replacement(tmp_path):
+    member = PbtMember(make_cfg(tmp_path / "ws", start_after=10**9, initial_delay=10**9), tmp_path / "run", [])
+    member.startup()
+    member.started(0)
+    first = dict(member.params)
+    member.iterate(1000, 1.0, {"w": 1}, [])
+    member.iterate(2000, 2.0, {"w": 1}, [])
+    changed = {**first, "train.params.config.learning_rate": 5e-4}
+    member.exploited(2000, changed, replaced=False)  # a mutation: the objective history goes on
+    record = member.iterate(3000, 3.0, {"w": 1}, []) and member.workspace.latest_record(1)
+    assert record.param_history == {1: first, 3: changed} and sorted(record.history) == [1, 2, 3]
+    member.exploited(3000, first, replaced=True)  # a donor's weights: both histories start over
+    record = member.iterate(4000, 4.0, {"w": 1}, []) and member.workspace.latest_record(1)
+    assert record.param_history == {4: first} and sorted(record.history) == [4]
+    member.close()
