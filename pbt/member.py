@@ -114,8 +114,7 @@ class PbtMember:
         self.replaced_at_frame = 0
         self.last_iteration = -1
         self.best_interval_objective: Optional[float] = None
-        self.history = ObjectiveHistory()
-        self.param_history = ParamHistory()
+        self.history, self.param_history = ObjectiveHistory(), ParamHistory()
         self.rng = random.Random(pbt_seed(self.pbt, int(cfg.get("seed", 0)), 0))
         self.liveness: Optional[MemberLiveness] = None
         self.peer_watch = PeerWatch(self.workspace, self.pbt.liveness.heartbeat_timeout)
@@ -282,11 +281,7 @@ class PbtMember:
     ) -> Decision:
         """Publish, scan the population, decide, and log the decision (the caller acts on it)."""
         iteration = self.last_iteration = frame // self.pbt.interval_steps
-        self.history.note(iteration, objective)
-        self.param_history.note(iteration, self.params)
-        own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
-                                  frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
-                                  network=network_value(self.network), param_history=self.param_history.values)
+        own = self._publish(iteration, frame, objective, state, episode_returns)
         with self.workspace.store.scan():  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)
             peers[self.pbt.policy_idx] = own
@@ -337,14 +332,17 @@ class PbtMember:
         self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
     ) -> Record:
         """Publish the current state as this iteration's record (before the process stops)."""
-        iteration = frame // self.pbt.interval_steps
-        self.history.note(iteration, objective)
-        self.param_history.note(iteration, self.params)
-        record = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
-                                     frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
-                                     network=network_value(self.network), param_history=self.param_history.values)
+        record = self._publish(frame // self.pbt.interval_steps, frame, objective, state, episode_returns)
         self.flush_lineage()
         return record
+
+    def _publish(self, iteration: int, frame: int, objective: Optional[float], state: Mapping[str, Any],
+                 episode_returns: Sequence[float]) -> Record:  # both histories noted, then the record
+        self.history.note(iteration, objective)
+        self.param_history.note(iteration, self.params)
+        return self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
+                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
+                                   network=network_value(self.network), param_history=self.param_history.values)
 
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
         """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""

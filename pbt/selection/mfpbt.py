@@ -34,8 +34,14 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from pbt.errors import ConfigError
 from pbt.sections import PARSER, Section, type_error
 from pbt.selection.base import Decision, MemberState, Strategy, fmt
-from pbt.selection.population import (eligible_donors, is_diverged, known_objective, merge_params, population_view,
-                                      rank)
+from pbt.selection.population import (
+    eligible_donors,
+    is_diverged,
+    known_objective,
+    merge_params,
+    population_view,
+    rank,
+)
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record

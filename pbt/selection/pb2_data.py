@@ -10,7 +10,17 @@ donor's weights), so a replacement never counts as an improvement.
 """
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from pbt.mutation.space import LOGUNIFORM, Dimension
 from pbt.storage.record import MAX_PARAM_HISTORY

@@ -14,7 +14,7 @@ describing the present: the objective landscape of hyperparameters drifts during
 import functools
 import random
 from dataclasses import dataclass
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 from pbt.errors import ConfigError
 
@@ -40,7 +40,12 @@ def kernel_class() -> Any:
     """The time-varying squared-exponential kernel as a scikit-learn Kernel (built on first use:
     its base classes come from scikit-learn). The last input column is time (iterations)."""
     import numpy as np
-    from sklearn.gaussian_process.kernels import Hyperparameter, Kernel, NormalizedKernelMixin, StationaryKernelMixin
+    from sklearn.gaussian_process.kernels import (
+        Hyperparameter,
+        Kernel,
+        NormalizedKernelMixin,
+        StationaryKernelMixin,
+    )
 
     class TimeVaryingSE(StationaryKernelMixin, NormalizedKernelMixin, Kernel):  # type: ignore[misc]
         def __init__(self, length_scale: float = 0.3, epsilon: float = 0.1,
@@ -91,13 +96,12 @@ class Acquisition:
 
 def fit(X: Sequence[Sequence[float]], y: Sequence[float]) -> Any:
     """A GaussianProcessRegressor fitted to the data (inputs: normalised hyperparameters, then time)."""
-    import numpy as np
-    from sklearn.gaussian_process import GaussianProcessRegressor
-    from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
-
     import warnings
 
+    import numpy as np
     from sklearn.exceptions import ConvergenceWarning
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
 
     kernel = ConstantKernel(1.0, (1e-2, 1e2)) * kernel_class()() + WhiteKernel(0.1, (1e-5, 1e1))
     gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=0)

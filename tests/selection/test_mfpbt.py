@@ -3,14 +3,20 @@ import random
 from typing import Any, Dict, List, Optional
 
 import pytest
+from conftest import pbt_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.selection import KEEP, MUTATE, REPLACE, MemberState, decide
-from pbt.selection.mfpbt import MfPbtConfig, brackets, default_layout, layout, subpopulation_of
+from pbt.selection.mfpbt import (
+    MfPbtConfig,
+    brackets,
+    default_layout,
+    layout,
+    subpopulation_of,
+)
 from pbt.storage.record import Record
 
 LR = "train.params.config.learning_rate"

@@ -5,13 +5,19 @@ import sys
 from typing import Any, Dict, List, Optional
 
 import pytest
-
 from conftest import pbt_config
+
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.mutation.space import parse_space
 from pbt.selection import REPLACE, MemberState, decide
-from pbt.selection.pb2_data import ParamHistory, data_points, denormalise, normalise, params_at
+from pbt.selection.pb2_data import (
+    ParamHistory,
+    data_points,
+    denormalise,
+    normalise,
+    params_at,
+)
 from pbt.storage.record import Record, parse_record, record_to_yaml
 
 LR = "train.params.config.learning_rate"

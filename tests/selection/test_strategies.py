@@ -4,16 +4,14 @@ import random
 from typing import Any, Dict, List, Optional, Sequence
 
 import pytest
+from conftest import pbt_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pbt.config
-from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.sections import Section
-from pbt.selection.mfpbt import MfPbt
-from pbt.selection.pb2 import PB2
 from pbt.selection import (
     REPLACE,
     STRATEGIES,
@@ -29,6 +27,8 @@ from pbt.selection import (
     initial_mutation,
     strategy_names,
 )
+from pbt.selection.mfpbt import MfPbt
+from pbt.selection.pb2 import PB2
 from pbt.storage.record import Record
 
 LR = "train.params.config.learning_rate"
