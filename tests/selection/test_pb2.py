@@ -5,6 +5,8 @@ import sys
 from typing import Any, Dict, List, Optional
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import pbt_config
 
 from pbt.config import PbtConfig
@@ -181,3 +183,20 @@ def test_pb2_without_scikit_learn_says_what_to_install(monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn raises ImportError
     with pytest.raises(ConfigError, match=r'pip install "pbt-rl\[pb2\]"'):
         cfg().validate_population()
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(3, 9))
+def test_every_pb2_choice_lies_inside_the_search_space(seed: int, iteration: int) -> None:
+    rng = random.Random(seed)
+    members = {}
+    for idx in range(4):
+        history = {k: rng.uniform(-10, 10) for k in range(1, iteration + 1)}
+        changes = {k: at(rng.random(), rng.random(), rng.randint(1, 8)) for k in range(1, iteration + 1, 2)}
+        members[idx] = rec(idx, iteration, history[iteration], changes[max(changes)], history, changes)
+    members[0] = rec(0, iteration, -100.0, members[0].params, {**members[0].history, iteration: -100.0},
+                     members[0].param_history)
+    decision = decide(MemberState(members[0], None, FRAME), [members[i] for i in (1, 2, 3)], cfg(), random.Random(seed))
+    after = decision.params_after
+    assert decision.action == REPLACE and "PB2: UCB over" in decision.reason
+    assert 1e-5 <= after[LR] <= 1e-2 and 0.0 <= after[ENT] <= 0.02 and after[EPOCHS] in range(1, 9)
