@@ -8,6 +8,7 @@ decision at i changes them for the next interval). The member's data point for i
 and finite; both come from the same weights (``history`` is forgotten when a member takes a
 donor's weights), so a replacement never counts as an improvement.
 """
+import bisect
 import math
 from dataclasses import dataclass
 from typing import (
@@ -100,12 +101,15 @@ def data_points(records: Iterable["Record"], dims: Sequence[Dimension]) -> List[
     for record in records:
         history = dict(record.history)
         history.setdefault(record.iteration, record.objective)
+        changes = sorted(record.param_history)
+        coordinates = {i: point_x(record.param_history[i], dims) for i in changes}  # once per change point
+        newest_x = point_x(record.params, dims)
         for k in sorted(history):
             before, after = history.get(k - 1), history[k]
             if k > record.iteration or not (_finite(before) and _finite(after)):
                 continue
-            params = params_at(record, k)
-            x = None if params is None else point_x(params, dims)
+            at = bisect.bisect_right(changes, k)  # the newest change point at or before k (see params_at)
+            x = coordinates[changes[at - 1]] if at else (newest_x if k == record.iteration else None)
             if x is not None:
                 points.append(Point(x, k, float(after) - float(before), record.policy_idx))  # type: ignore[arg-type]
     points.sort(key=lambda p: (p.time, p.policy_idx))

@@ -22,8 +22,9 @@ INSTALL = 'pip install "pbt-rl[pb2]"'
 """What to install for PB2 (scikit-learn)."""
 CANDIDATES = 256
 """Random points the acquisition is evaluated at before the local refinement."""
-REFINE_STARTS = 3
-"""The best candidates refined by L-BFGS-B inside [0, 1]^d."""
+REFINE_STARTS = 1
+"""The best candidates refined by L-BFGS-B inside [0, 1]^d (each refinement costs about as much as
+the fit: numeric gradients, two predictions per evaluation)."""
 
 
 def require_sklearn() -> None:
@@ -69,9 +70,9 @@ def kernel_class() -> Any:
             if Y is not None and eval_gradient:
                 raise ValueError("gradient only when Y is None")
             Y = X if Y is None else np.atleast_2d(Y)
-            diff = X[:, None, :-1] - Y[None, :, :-1]
-            sq = np.einsum("ijk,ijk->ij", diff, diff)
-            dt = np.abs(X[:, None, -1] - Y[None, :, -1])
+            A, B = X[:, :-1], Y[:, :-1]  # |a - b|^2 = |a|^2 + |b|^2 - 2ab: no n x n x d array
+            sq = np.maximum((A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T, 0.0)
+            dt = np.abs(X[:, -1][:, None] - Y[:, -1][None, :])
             length, eps = float(self.length_scale), float(self.epsilon)
             K = np.exp(-sq / (2.0 * length ** 2) + 0.5 * dt * np.log1p(-eps))
             if not eval_gradient:

@@ -200,3 +200,19 @@ def test_every_pb2_choice_lies_inside_the_search_space(seed: int, iteration: int
     after = decision.params_after
     assert decision.action == REPLACE and "PB2: UCB over" in decision.reason
     assert 1e-5 <= after[LR] <= 1e-2 and 0.0 <= after[ENT] <= 0.02 and after[EPOCHS] in range(1, 9)
+
+
+def test_the_time_varying_kernel_decays_with_time_and_its_gradient_is_right() -> None:
+    np = pytest.importorskip("numpy")
+    from pbt.selection.pb2_model import kernel_class
+
+    kernel = kernel_class()(length_scale=0.4, epsilon=0.2)
+    X = np.array([[0.1, 0.2, 1.0], [0.1, 0.2, 5.0], [0.8, 0.3, 2.0]])
+    K, grad = kernel(X, eval_gradient=True)
+    assert np.allclose(np.diag(K), 1.0) and np.isclose(K[0, 1], 0.8 ** 2)  # (1 - eps)^(|1 - 5| / 2)
+    step = 1e-6
+    for i in range(len(kernel.theta)):  # d K / d log(theta), in sklearn's order
+        theta = kernel.theta.copy()
+        theta[i] += step
+        numeric = (kernel.clone_with_theta(theta)(X) - K) / step
+        assert np.allclose(grad[:, :, i], numeric, atol=1e-4)
