@@ -52,7 +52,8 @@ def records(members: int, intervals: int, rng: random.Random) -> List[Record]:
             history[k] = objective
         out.append(Record(policy_idx=idx, iteration=intervals, frame=intervals, objective=objective,
                           params=dict(params), checkpoint="x.pth", checksum="0" * 64, history=history,
-                          param_history=dict(sorted(changes.items())[-64:])))
+                          param_history=dict(sorted(changes.items())[-64:]),
+                          gains={k: history[k] - history[k - 1] for k in range(2, intervals + 1)}))  # type: ignore[operator]
     return out
 
 

@@ -27,7 +27,7 @@ from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, 
 from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.lineage import STARTUP
 from pbt.selection.experience import ObjectiveHistory
-from pbt.selection.pb2_data import ParamHistory
+from pbt.selection.pb2_data import IntervalHistory
 from pbt.storage.format import LOCK_FILE
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
 
@@ -114,7 +114,7 @@ class PbtMember:
         self.replaced_at_frame = 0
         self.last_iteration = -1
         self.best_interval_objective: Optional[float] = None
-        self.history, self.param_history = ObjectiveHistory(), ParamHistory()
+        self.history, self.intervals = ObjectiveHistory(), IntervalHistory()
         self.rng = random.Random(pbt_seed(self.pbt, int(cfg.get("seed", 0)), 0))
         self.liveness: Optional[MemberLiveness] = None
         self.peer_watch = PeerWatch(self.workspace, self.pbt.liveness.heartbeat_timeout)
@@ -250,7 +250,7 @@ class PbtMember:
         self.last_iteration = self.start_frame // self.pbt.interval_steps
         own = self.workspace.latest_record(self.pbt.policy_idx, max_iteration=self.last_iteration)
         self.history = ObjectiveHistory.restored(own, self.replaced_at_frame, self.pbt.interval_steps)
-        self.param_history = ParamHistory.restored(own, self.replaced_at_frame, self.pbt.interval_steps)
+        self.intervals = IntervalHistory.restored(own)
         self.rng = random.Random(pbt_seed(self.pbt, int(self.cfg.get("seed", 0)), self.start_frame))
         if self.elastic is not None:
             self.elastic.note_progress(self.start_frame)
@@ -264,7 +264,6 @@ class PbtMember:
         if replaced:
             self.replaced_at_frame = int(frame)
             self.history.forget()
-            self.param_history.forget()
         self.best_interval_objective = None
 
     # -- the iteration ------------------------------------------------------------------------
@@ -339,10 +338,11 @@ class PbtMember:
     def _publish(self, iteration: int, frame: int, objective: Optional[float], state: Mapping[str, Any],
                  episode_returns: Sequence[float]) -> Record:  # both histories noted, then the record
         self.history.note(iteration, objective)
-        self.param_history.note(iteration, self.params)
+        self.intervals.note(iteration, self.params, self.history.values)
         return self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                    frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
-                                   network=network_value(self.network), param_history=self.param_history.values)
+                                   network=network_value(self.network), param_history=self.intervals.params,
+                                   gains=self.intervals.gains)
 
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
         """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""

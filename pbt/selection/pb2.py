@@ -7,7 +7,7 @@ When such a member explores (after taking a donor, or perturbing its own hyperpa
 no lead was significant), its new *continuous* hyperparameters (``loguniform``/``uniform`` keys of
 the search space) are the UCB maximum of a GP fitted, by this member alone, to the data every
 member's record already carries (:mod:`pbt.selection.pb2_data`: each interval's hyperparameters
-and objective change) (:mod:`pbt.selection.pb2_model`). Discrete keys (``int``, ``choice``) and
+and objective change, across weight replacements) (:mod:`pbt.selection.pb2_model`). Discrete keys (``int``, ``choice``) and
 scheme keys outside the space keep PBT's random perturbation (as Ray's PB2, which models only
 continuous bounds). With fewer than MIN_POINTS data points the continuous keys are perturbed too.
 

@@ -1,12 +1,13 @@
 """The data PB2 fits, from what members publish: each interval's hyperparameters and objective
-change, read from records (``history`` and ``param_history``), and the member-side record of its
-own hyperparameter change points. Pure functions, standard library only (Python 3.8).
+change, read from records (``param_history`` and ``gains``; ``history`` for records older than
+``gains``), and the member-side log of both. Pure functions, standard library only (Python 3.8).
 
 A record at iteration i carries the hyperparameters trained with in the interval ending at i (a
 decision at i changes them for the next interval). The member's data point for interval k is
-``(params in force over k, k, objective(k) - objective(k - 1))`` when both objectives are known
-and finite; both come from the same weights (``history`` is forgotten when a member takes a
-donor's weights), so a replacement never counts as an improvement.
+``(params in force over k, k, objective(k) - objective(k - 1))`` when both objectives are known,
+finite and measured on the same weights (no gain for the interval after a weight replacement), so
+a replacement never counts as an improvement. The log survives replacements: the intervals a
+replaced member trained are data too (bad hyperparameters are what the model must learn about).
 """
 import bisect
 import math
@@ -24,7 +25,7 @@ from typing import (
 )
 
 from pbt.mutation.space import LOGUNIFORM, Dimension
-from pbt.storage.record import MAX_PARAM_HISTORY
+from pbt.storage.record import MAX_GAINS, MAX_PARAM_HISTORY
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -99,21 +100,29 @@ def data_points(records: Iterable["Record"], dims: Sequence[Dimension]) -> List[
     first (ties: lower policy_idx)."""
     points: List[Point] = []
     for record in records:
-        history = dict(record.history)
-        history.setdefault(record.iteration, record.objective)
         changes = sorted(record.param_history)
         coordinates = {i: point_x(record.param_history[i], dims) for i in changes}  # once per change point
         newest_x = point_x(record.params, dims)
-        for k in sorted(history):
-            before, after = history.get(k - 1), history[k]
-            if k > record.iteration or not (_finite(before) and _finite(after)):
+        for k, gain in sorted(gains_of(record).items()):
+            if k > record.iteration:
                 continue
             at = bisect.bisect_right(changes, k)  # the newest change point at or before k (see params_at)
             x = coordinates[changes[at - 1]] if at else (newest_x if k == record.iteration else None)
             if x is not None:
-                points.append(Point(x, k, float(after) - float(before), record.policy_idx))  # type: ignore[arg-type]
+                points.append(Point(x, k, gain, record.policy_idx))
     points.sort(key=lambda p: (p.time, p.policy_idx))
     return points
+
+
+def gains_of(record: "Record") -> Dict[int, float]:
+    """Interval -> objective change: the record's ``gains``, or, for a record written before them,
+    the changes between consecutive finite objectives of its ``history``."""
+    if record.gains:
+        return {k: g for k, g in record.gains.items() if math.isfinite(g)}
+    history = dict(record.history)
+    history.setdefault(record.iteration, record.objective)
+    return {k: float(history[k]) - float(history[k - 1])  # type: ignore[arg-type]
+            for k in history if _finite(history.get(k - 1)) and _finite(history[k])}
 
 
 def newest(points: Sequence[Point], max_points: int) -> List[Point]:
@@ -122,33 +131,33 @@ def newest(points: Sequence[Point], max_points: int) -> List[Point]:
     return list(points[-max_points:]) if max_points > 0 else []
 
 
-class ParamHistory:
-    """A member's own hyperparameter change points since its weights last came from a donor (the
-    span of its objective history): what its records carry as ``param_history``."""
+class IntervalHistory:
+    """A member's own hyperparameter change points and interval gains, across weight replacements:
+    what its records carry as ``param_history`` and ``gains``."""
 
-    def __init__(self, values: Optional[Dict[int, Dict[str, Any]]] = None) -> None:
-        self.values: Dict[int, Dict[str, Any]] = {i: dict(p) for i, p in (values or {}).items()}
+    def __init__(self, params: Optional[Dict[int, Dict[str, Any]]] = None,
+                 gains: Optional[Dict[int, float]] = None) -> None:
+        self.params: Dict[int, Dict[str, Any]] = {i: dict(p) for i, p in (params or {}).items()}
+        self.gains: Dict[int, float] = dict(gains or {})
 
     @classmethod
-    def restored(cls, record: Optional["Record"], replaced_at_frame: int, interval_steps: int) -> "ParamHistory":
-        """The change points of the member's newest own record, without those up to its last weight
-        replacement (as :meth:`pbt.selection.experience.ObjectiveHistory.restored`)."""
-        if record is None:
-            return cls()
-        floor = replaced_at_frame // interval_steps if replaced_at_frame else -1
-        return cls({i: p for i, p in record.param_history.items() if i > floor})
+    def restored(cls, record: Optional["Record"]) -> "IntervalHistory":
+        """The log of the member's newest own record (after a resume or an exec restart)."""
+        return cls() if record is None else cls(record.param_history, record.gains)
 
-    def note(self, iteration: int, params: Mapping[str, Any]) -> None:
+    def note(self, iteration: int, params: Mapping[str, Any], objectives: Mapping[int, Optional[float]]) -> None:
         """The params trained with in the interval ending at ``iteration`` (a change point only when
-        they differ from the newest one)."""
-        if self.values:
-            last = max(self.values)
-            if last <= iteration and self.values[last] == dict(params):
+        they differ from the newest one), and its gain from ``objectives`` (the member's objective
+        history since its last weight replacement: no gain across a replacement)."""
+        before, after = objectives.get(iteration - 1), objectives.get(iteration)
+        if _finite(before) and _finite(after):
+            self.gains[iteration] = float(after) - float(before)  # type: ignore[arg-type]
+        for old in sorted(self.gains)[:-MAX_GAINS]:
+            del self.gains[old]
+        if self.params:
+            last = max(self.params)
+            if last <= iteration and self.params[last] == dict(params):
                 return
-        self.values[iteration] = dict(params)
-        for old in sorted(self.values)[:-MAX_PARAM_HISTORY]:
-            del self.values[old]
-
-    def forget(self) -> None:
-        """The member took a donor's weights (its objective history restarts too)."""
-        self.values = {}
+        self.params[iteration] = dict(params)
+        for old in sorted(self.params)[:-MAX_PARAM_HISTORY]:
+            del self.params[old]

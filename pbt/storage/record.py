@@ -72,20 +72,27 @@ class Record:
     started), the newest MAX_HISTORY: peers rank it at equal experience and average its recent
     objectives (``eval_loop``). Optional on disk: older records have none."""
     param_history: Dict[int, Dict[str, Any]] = field(default_factory=dict)
-    """The hyperparameters in force over the same span as ``history``, as change points: iteration
-    i -> the params this member trained with in the interval ending at i and every later one, up to
-    the next entry (the newest MAX_PARAM_HISTORY). With ``history`` it gives each interval's
+    """The hyperparameters this member trained with, as change points: iteration i -> the params in
+    force in the interval ending at i and every later one, up to the next entry (the newest
+    MAX_PARAM_HISTORY, across weight replacements). With ``gains`` it gives each interval's
     (hyperparameters, objective change), the data PB2 fits. Optional on disk: older records have
     none (then only ``params``, in force over the newest interval, is known)."""
+    gains: Dict[int, float] = field(default_factory=dict)
+    """The objective change over each interval (iteration i: objective at i minus at i - 1, both
+    measured on this member's weights; none for the interval after a weight replacement), the
+    newest MAX_GAINS, across weight replacements. Optional on disk: older records have none (then
+    the changes within ``history`` are used)."""
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
         data["params"] = dict(self.params)
         data["history"] = {str(k): v for k, v in sorted(self.history.items())}  # YAML/JSON keys are strings
-        if self.param_history:
-            data["param_history"] = {str(k): dict(v) for k, v in sorted(self.param_history.items())}
-        else:  # records without it stay byte-identical to the format before it
-            del data["param_history"]
+        for name in ("param_history", "gains"):  # records without them stay as the format before them
+            value = getattr(self, name)
+            if value:
+                data[name] = {str(k): (dict(v) if isinstance(v, dict) else v) for k, v in sorted(value.items())}
+            else:
+                del data[name]
         return data
 
     @classmethod
@@ -114,6 +121,7 @@ class Record:
                 network=_network(data.get("network")),
                 history=_history(data.get("history")),
                 param_history=_param_history(data.get("param_history")),
+                gains=_gains(data.get("gains")),
             )
         except KeyError as exc:
             raise CorruptRecordError(f"{source}: not a valid PBT record (missing {exc})") from exc
@@ -126,7 +134,7 @@ class Record:
         return self.objective is not None and math.isfinite(self.objective)
 
 
-_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history", "param_history"}  # optional
+_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history", "param_history", "gains"}  # optional
 
 
 MAX_POLICY_IDX = 1_000_000
@@ -141,6 +149,8 @@ MAX_HISTORY = 512
 MAX_PARAM_HISTORY = 64
 """A record keeps at most this many hyperparameter change points (each a flow mapping: the
 record reader allows MAX_RECORD_BRACKETS brackets in all)."""
+MAX_GAINS = 256
+"""A record keeps at most this many intervals' objective changes."""
 
 
 def _is_number(value: Any) -> bool:
@@ -224,6 +234,19 @@ def _param_history(value: Any) -> Dict[int, Dict[str, Any]]:
         if type(key) is not str or not key.isdigit() or len(key) > 18:
             raise ValueError(f"param_history keys must be iteration numbers, got {key!r:.80}")
         out[int(key)] = _params(params)
+    return out
+
+
+def _gains(value: Any) -> Dict[int, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or len(value) > MAX_GAINS:
+        raise ValueError(f"gains must be a mapping of at most {MAX_GAINS} iteration -> objective change")
+    out: Dict[int, float] = {}
+    for key, gain in value.items():
+        if type(key) is not str or not key.isdigit() or len(key) > 18:
+            raise ValueError(f"gains keys must be iteration numbers, got {key!r:.80}")
+        out[int(key)] = _number(gain, "gains[]")
     return out
 
 

@@ -14,7 +14,7 @@ from pbt.errors import ConfigError
 from pbt.mutation.space import parse_space
 from pbt.selection import REPLACE, MemberState, decide
 from pbt.selection.pb2_data import (
-    ParamHistory,
+    IntervalHistory,
     data_points,
     denormalise,
     normalise,
@@ -77,23 +77,27 @@ def test_normalise_maps_log_and_linear_bounds_and_back_inside() -> None:
         assert 1e-5 <= denormalise(lr, x) <= 1e-2 and 0.0 <= denormalise(ent, x) <= 0.02
 
 
-def test_param_history_keeps_change_points_and_survives_the_record() -> None:
-    history = ParamHistory()
+def test_the_interval_log_keeps_change_points_and_gains_and_survives_the_record() -> None:
+    log = IntervalHistory()
     a, b = at(0.1, 0.1), at(0.2, 0.2)
-    for iteration, params in ((1, a), (2, a), (3, b), (4, b)):
-        history.note(iteration, params)
-    assert history.values == {1: a, 3: b}
-    record = rec(0, 4, 1.0, b, {4: 1.0}, history.values)
-    assert parse_record(record_to_yaml(record), "r").param_history == {1: a, 3: b}
-    restored = ParamHistory.restored(record, replaced_at_frame=2 * 100, interval_steps=100)
-    assert restored.values == {3: b}  # the change point before the replacement belonged to other weights
-    history.forget()
-    assert history.values == {}
+    objectives: Dict[int, Optional[float]] = {}
+    for iteration, params, objective in ((1, a, 1.0), (2, a, 3.0), (3, b, None), (4, b, 4.0), (5, b, 6.0)):
+        objectives[iteration] = objective
+        log.note(iteration, params, objectives)
+    assert log.params == {1: a, 3: b} and log.gains == {2: 2.0, 5: 2.0}  # none next to an unknown objective
+    record = rec(0, 5, 6.0, b, {5: 6.0}, log.params)
+    record = Record(**{**record.__dict__, "gains": log.gains})
+    again = parse_record(record_to_yaml(record), "r")
+    assert again.param_history == {1: a, 3: b} and again.gains == {2: 2.0, 5: 2.0}
+    assert IntervalHistory.restored(again).gains == log.gains
+    points = data_points([again], DIMS)  # gains win over history: the intervals before a replacement count
+    assert [(p.time, p.change, tuple(round(v, 9) for v in p.x)) for p in points] == [(2, 2.0, (0.1, 0.1)),
+                                                                                    (5, 2.0, (0.2, 0.2))]
 
 
 def test_a_record_without_param_history_is_written_as_before() -> None:
     record = rec(0, 4, 1.0, at(0.1, 0.1), {4: 1.0})
-    assert b"param_history" not in record_to_yaml(record)
+    assert b"param_history" not in record_to_yaml(record) and b"gains" not in record_to_yaml(record)
     assert parse_record(record_to_yaml(record), "r").param_history == {}
 
 
