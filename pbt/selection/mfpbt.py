@@ -18,7 +18,8 @@ sub-population is ranked by objective and split into quarters (at least one memb
   slow sub-populations. No perturbation after a migration (as the paper).
 
 A sub-population of two has no separate third quarter: its worst member is the migration bracket
-first (when a better migrant exists) and is copied from its best member otherwise.
+first (when a better migrant exists and its lead is significant) and copies its best member
+otherwise.
 
 Differences to the central version: each member decides alone from the records it scanned (the
 paper's rounds are synchronous); the shared gates apply (timing, ready rule, significance test:
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 
 from pbt.errors import ConfigError
 from pbt.sections import PARSER, Section, type_error
-from pbt.selection.base import Decision, MemberState, Strategy, fmt
+from pbt.selection.base import KEEP, Decision, MemberState, Strategy, fmt
 from pbt.selection.population import (
     eligible_donors,
     is_diverged,
@@ -188,7 +189,7 @@ class MfPbt(Strategy):
         numbers = f"{where}: ranked {local}, top {top}, migration {migration}, bottom {bottom}"
         if idx in migration:
             migrated = self._migrate(own, view, ranking, local, migration, subs, sub, numbers, rng)
-            if migrated is not None:
+            if migrated is not None and (migrated.action != KEEP or idx not in bottom):  # two members: copy then
                 return migrated
         if idx in bottom:
             return self._copy(own, view, top, bottom, numbers, rng)

@@ -151,6 +151,9 @@ def test_a_migration_whose_lead_is_not_significant_is_skipped() -> None:
     objectives = {i: float(i) for i in range(16)}
     decision = run(objectives, 5, iteration=10, significance=0.05)  # no episode returns: no test possible
     assert decision.action == KEEP and decision.reason.startswith("no migration, lead not significant")
+    pair = {0: 1.0, 1: 5.0, 2: 0.0, 3: 9.0}  # two members: the worse one copies instead (not significant either)
+    copied = run(pair, 0, iteration=3, significance=0.05)
+    assert copied.action == MUTATE and copied.reason.startswith("perturb only, lead not significant: bottom quarter")
 
 
 @settings(max_examples=60, deadline=None)
