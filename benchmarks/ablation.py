@@ -34,6 +34,9 @@ PLAY = re.compile(r"PLAY episodes=(\d+) mean_return=(\S+) objective=(\S+)")
 log = logging.getLogger("ablation")
 C = "train.params.config."
 STRATEGIES = ("dexpbt", "threshold", "truncation", "tournament")
+"""The default PBT arms."""
+MORE_STRATEGIES = ("pb2", "mfpbt")
+"""Arms on request (--strategies): pb2 needs --search_space with a continuous key and scikit-learn."""
 NO_PBT = "no_pbt"
 STUCK_FRACTION = 0.1
 
@@ -246,7 +249,7 @@ def main() -> None:
     parser.add_argument("--seed_sets", type=int, default=3)
     parser.add_argument("--frames", type=int, default=1_500_000)
     parser.add_argument("--num_envs", type=int, default=512)
-    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES,
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES + MORE_STRATEGIES,
                         help="the PBT arms (each pbt/selection=<name>); no-PBT always runs")
     parser.add_argument("--search_space", default=None,
                         help="draw the initial samples from this search space and give it to the PBT arms")

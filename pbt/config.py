@@ -201,7 +201,9 @@ class PbtConfig:
         return None if self.elastic else int(self.num_policies)
 
     def validate_population(self) -> None:
-        """Check the population settings of an enabled PBT run (N >= 2, policy_idx in range)."""
+        """Check the population settings of an enabled PBT run (N >= 2, policy_idx in range) and
+        the selected strategy's own start-up checks (``Strategy.check_config``)."""
+        get_strategy(self.selection).check_config(self)
         if self.elastic:
             check_policy_idx(self.policy_idx, None)
             return

@@ -35,6 +35,7 @@ from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
 from pbt.selection.experience import ObjectiveHistory
 from pbt.storage import LineageEntry, Record, Workspace
+from pbt.selection.pb2_data import IntervalHistory
 from pbt.storage.format import LOCK_FILE
 from pbt.storage.lineage import STARTUP
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
@@ -143,14 +144,13 @@ class PbtMember:
         self.replaced_at_frame = 0
         self.last_iteration = -1
         self.best_interval_objective: Optional[float] = None
-        self.history = ObjectiveHistory()
+        self.history, self.intervals = ObjectiveHistory(), IntervalHistory()
         self.rng = random.Random(pbt_seed(self.pbt, int(cfg.get("seed", 0)), 0))
         self.liveness: Optional[MemberLiveness] = None
         self.peer_watch = PeerWatch(self.workspace, self.pbt.liveness.heartbeat_timeout)
         self.lineage = LineageLog(self.workspace, self.pbt.on_write_error)
         self.write_failing = False
-        self.refused_checksums: Set[str] = set()
-        self.refusals_logged: Set[Tuple[int, str]] = set()
+        self.refusals = DonorRefusals(self.pbt.policy_idx)
 
     # -- start-up -----------------------------------------------------------------------------
     def startup(self) -> Dict[str, Any]:
@@ -242,19 +242,8 @@ class PbtMember:
         return True
 
     def refuse_donor(self, idx: int, why: str, checksum: Optional[str] = None) -> None:
-        """Never take member ``idx``'s record (its checkpoint ``checksum``, when given) as a donor:
-        logged once per member and reason; the refused checkpoint is banned while it is that
-        member's newest."""
-        for seen in (self.refused_checksums, self.refusals_logged):
-            if len(seen) > 1000:  # a peer writing new junk every time: stay bounded
-                seen.clear()
-        if checksum:
-            self.refused_checksums.add(checksum)
-        if (idx, why) in self.refusals_logged:
-            return
-        self.refusals_logged.add((idx, why))
-        log.warning("PBT policy %d: refusing member %d as a donor: %s. It stays ranked but neither its weights nor "
-                    "its hyperparameters are taken while its record is like this.", self.pbt.policy_idx, idx, why)
+        """Never take member ``idx``'s record (its checkpoint ``checksum``) as a donor (:class:`DonorRefusals`)."""
+        self.refusals.refuse(idx, why, checksum)
 
     def heartbeat(self, frame: int) -> None:
         """Tell the heartbeat thread the frame count (called after every epoch; cheap)."""
@@ -282,6 +271,7 @@ class PbtMember:
         self.last_iteration = self.start_frame // self.pbt.interval_steps
         own = self.workspace.latest_record(self.pbt.policy_idx, max_iteration=self.last_iteration)
         self.history = ObjectiveHistory.restored(own, self.replaced_at_frame, self.pbt.interval_steps)
+        self.intervals = IntervalHistory.restored(own)
         self.rng = random.Random(pbt_seed(self.pbt, int(self.cfg.get("seed", 0)), self.start_frame))
         if self.elastic is not None:
             self.elastic.note_progress(self.start_frame)
@@ -311,10 +301,7 @@ class PbtMember:
     ) -> Decision:
         """Publish, scan the population, decide, and log the decision (the caller acts on it)."""
         iteration = self.last_iteration = frame // self.pbt.interval_steps
-        self.history.note(iteration, objective)
-        own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
-                                  frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
-                                  network=network_value(self.network))
+        own = self._publish(iteration, frame, objective, state, episode_returns)
         with self.workspace.store.scan(self.pbt.population_size):  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)
             peers[self.pbt.policy_idx] = own
@@ -326,7 +313,7 @@ class PbtMember:
                 peers = {i: r for i, r in peers.items() if i in members}
             stale = {i for i, status in statuses.items() if status.state == STALE}
             banned = disallowed_donors(peers.values(), stale)
-            banned |= {i for i, r in peers.items() if r.checksum in self.refused_checksums}
+            banned |= {i for i, r in peers.items() if r.checksum in self.refusals.checksums}
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
             decision = decide(member, list(peers.values()), explore_settings(self.network, self.pbt, self.rng),
                               self.rng, banned_donors=banned, on_refused=self.refuse_donor, stale=stale,
@@ -365,13 +352,18 @@ class PbtMember:
         self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
     ) -> Record:
         """Publish the current state as this iteration's record (before the process stops)."""
-        iteration = frame // self.pbt.interval_steps
-        self.history.note(iteration, objective)
-        record = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
-                                     frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
-                                     network=network_value(self.network))
+        record = self._publish(frame // self.pbt.interval_steps, frame, objective, state, episode_returns)
         self.flush_lineage()
         return record
+
+    def _publish(self, iteration: int, frame: int, objective: Optional[float], state: Mapping[str, Any],
+                 episode_returns: Sequence[float]) -> Record:  # both histories noted, then the record
+        self.history.note(iteration, objective)
+        self.intervals.note(iteration, self.params, self.history.values)
+        return self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
+                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
+                                   network=network_value(self.network), param_history=self.intervals.params,
+                                   gains=self.intervals.gains)
 
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
         """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""
@@ -421,6 +413,28 @@ class PbtMember:
     def flush_lineage(self) -> bool:
         """Append the pending lineage entries; True when nothing is pending."""
         return self.lineage.flush()
+
+
+class DonorRefusals:
+    """The donors a member refused: each refusal logged once per member and reason; a refused
+    checkpoint stays banned while it is that member's newest."""
+
+    def __init__(self, policy_idx: int) -> None:
+        self.policy_idx = policy_idx
+        self.checksums: Set[str] = set()
+        self.logged: Set[Tuple[int, str]] = set()
+
+    def refuse(self, idx: int, why: str, checksum: Optional[str] = None) -> None:
+        for seen in (self.checksums, self.logged):
+            if len(seen) > 1000:  # a peer writing new junk every time: stay bounded
+                seen.clear()
+        if checksum:
+            self.checksums.add(checksum)
+        if (idx, why) in self.logged:
+            return
+        self.logged.add((idx, why))
+        log.warning("PBT policy %d: refusing member %d as a donor: %s. It stays ranked but neither its weights nor "
+                    "its hyperparameters are taken while its record is like this.", self.policy_idx, idx, why)
 
 
 class LineageLog:

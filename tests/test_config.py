@@ -176,6 +176,7 @@ FLAT_KEYS = [
     "overwrite", "resume", "network_mutation", "equal_experience", "search_space", "quantile",
     "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop", "elastic_window", "join",
     "allow_reward_shaping_mutation",
+    "pb2_quantile", "pb2_kappa", "pb2_max_data", "mfpbt_frequencies", "mfpbt_sizes",
 ]
 
 

@@ -152,6 +152,9 @@ class Context:
     """The perturbation explore step (truncation); None: ``explore`` is used instead."""
     members: Optional[Tuple[int, ...]] = None
     """The policy indices ranked (an elastic population); None: 0 .. num_policies-1."""
+    space: Any = None
+    """The search space (:class:`pbt.mutation.space.SearchSpace`) explore steps stay inside; None:
+    none given (a hand-made Context)."""
 
     @property
     def population(self) -> Union[int, Tuple[int, ...]]:
@@ -171,6 +174,11 @@ class Strategy(abc.ABC):
     def __init__(self, settings: Any, context: Context) -> None:
         self.settings = settings
         self.ctx = context
+
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        """Start-up checks of the whole ``pbt`` config (a :class:`pbt.config.PbtConfig`) when this
+        strategy is selected; ConfigError saying what to change. Default: none."""
 
     @abc.abstractmethod
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:

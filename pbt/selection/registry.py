@@ -33,6 +33,8 @@ from pbt.sections import Section, choice_error
 from pbt.selection.base import KEEP, Context, Decision, MemberState, SelectionGates, Strategy
 from pbt.selection.dexpbt import DexPbt
 from pbt.selection.experience import align, describe
+from pbt.selection.mfpbt import MfPbt
+from pbt.selection.pb2 import PB2
 from pbt.selection.population import check_policy_idx, invalid_donors, population_view
 from pbt.selection.threshold import Threshold
 from pbt.selection.tournament import Tournament
@@ -65,6 +67,8 @@ STRATEGIES: Dict[str, Type[Strategy]] = {
     "threshold": Threshold,
     "truncation": Truncation,
     "tournament": Tournament,
+    "pb2": PB2,
+    "mfpbt": MfPbt,
 }
 """Every selection strategy by name: the one list of valid ``pbt.selection`` values."""
 
@@ -137,7 +141,7 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
         return perturb_params(params, explore, rng, factors, resample_probability)
 
     context = Context(size, cfg.gates, mutate, frozenset(banned_donors) | frozenset(refused), perturb,
-                      None if isinstance(population, int) else population)
+                      None if isinstance(population, int) else population, explore.search_space)
     strategy = strategy_class(cfg.strategies[cfg.selection], context)
     compared = own.record.iteration
     if cfg.gates.equal_experience:

@@ -72,11 +72,28 @@ class Record:
     """This member's objective by iteration since its weights last came from a donor (or since it
     started), the newest MAX_HISTORY: peers rank it at equal experience and average its recent
     objectives (``eval_loop``). Optional on disk: older records have none."""
+    param_history: Dict[int, Dict[str, Any]] = field(default_factory=dict)
+    """The hyperparameters this member trained with, as change points: iteration i -> the params in
+    force in the interval ending at i and every later one, up to the next entry (the newest
+    MAX_PARAM_HISTORY, across weight replacements). With ``gains`` it gives each interval's
+    (hyperparameters, objective change), the data PB2 fits. Optional on disk: older records have
+    none (then only ``params``, in force over the newest interval, is known)."""
+    gains: Dict[int, float] = field(default_factory=dict)
+    """The objective change over each interval (iteration i: objective at i minus at i - 1, both
+    measured on this member's weights; none for the interval after a weight replacement), the
+    newest MAX_GAINS, across weight replacements. Optional on disk: older records have none (then
+    the changes within ``history`` are used)."""
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
         data["params"] = dict(self.params)
         data["history"] = {str(k): v for k, v in sorted(self.history.items())}  # YAML/JSON keys are strings
+        for name in ("param_history", "gains"):  # records without them stay as the format before them
+            value = getattr(self, name)
+            if value:
+                data[name] = {str(k): (dict(v) if isinstance(v, dict) else v) for k, v in sorted(value.items())}
+            else:
+                del data[name]
         return data
 
     @classmethod
@@ -104,6 +121,8 @@ class Record:
                 version=_int_field(data, "version", MAX_COUNT, RECORD_VERSION),
                 network=_network(data.get("network")),
                 history=_history(data.get("history")),
+                param_history=_param_history(data.get("param_history")),
+                gains=_gains(data.get("gains")),
             )
         except KeyError as exc:
             raise CorruptRecordError(f"{source}: not a valid PBT record (missing {exc})") from exc
@@ -116,7 +135,7 @@ class Record:
         return is_sample(self.objective)
 
 
-_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history"}  # optional (older records)
+_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history", "param_history", "gains"}  # optional
 
 
 MAX_POLICY_IDX = 1_000_000
@@ -130,6 +149,11 @@ MAX_PARAM_STRING = 4096
 MAX_EPISODE_RETURNS = 100_000
 MAX_HISTORY = 512
 """A record keeps at most this many iterations of objective history."""
+MAX_PARAM_HISTORY = 64
+"""A record keeps at most this many hyperparameter change points (each a flow mapping: the
+record reader allows MAX_RECORD_BRACKETS brackets in all)."""
+MAX_GAINS = 256
+"""A record keeps at most this many intervals' objective changes."""
 
 
 def _int_field(data: Mapping[str, Any], key: str, limit: int, default: Optional[int] = None) -> int:
@@ -192,6 +216,32 @@ def _history(value: Any) -> Dict[int, Optional[float]]:
         if type(key) is not str or not key.isdigit() or not key.isascii() or len(key) > 16 or int(key) > MAX_FRAMES:
             raise ValueError(f"history keys must be iteration numbers, got {key!r:.80}")
         out[int(key)] = None if objective is None else bounded_float(objective, "history[]")
+    return out
+
+
+def _param_history(value: Any) -> Dict[int, Dict[str, Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or len(value) > MAX_PARAM_HISTORY:
+        raise ValueError(f"param_history must be a mapping of at most {MAX_PARAM_HISTORY} iteration -> params")
+    out: Dict[int, Dict[str, Any]] = {}
+    for key, params in value.items():
+        if type(key) is not str or not key.isdigit() or not key.isascii() or len(key) > 16 or int(key) > MAX_FRAMES:
+            raise ValueError(f"param_history keys must be iteration numbers, got {key!r:.80}")
+        out[int(key)] = _params(params)
+    return out
+
+
+def _gains(value: Any) -> Dict[int, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or len(value) > MAX_GAINS:
+        raise ValueError(f"gains must be a mapping of at most {MAX_GAINS} iteration -> objective change")
+    out: Dict[int, float] = {}
+    for key, gain in value.items():
+        if type(key) is not str or not key.isdigit() or not key.isascii() or len(key) > 16 or int(key) > MAX_FRAMES:
+            raise ValueError(f"gains keys must be iteration numbers, got {key!r:.80}")
+        out[int(key)] = bounded_float(gain, "gains[]")
     return out
 
 

@@ -8,6 +8,7 @@ record, records deleted before checkpoints, each member writes only its own dire
 A ``Workspace`` is not thread-safe: one member process uses it from one thread.
 """
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -31,7 +32,8 @@ from pbt.storage.lineage import LineageEntry
 from pbt.storage.local import HOST, atomic_write_bytes
 from pbt.storage.objectlog import log_dir
 from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
-from pbt.storage.record import MAX_POLICY_IDX, Record, plain_history, readable_numbers, record_to_yaml, to_plain
+from pbt.storage.record import (MAX_GAINS, MAX_PARAM_HISTORY, MAX_POLICY_IDX, Record, plain_history,
+                                 readable_numbers, record_to_yaml, to_plain)
 from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order
 
 logger = logging.getLogger(__name__)
@@ -130,17 +132,23 @@ class Workspace(WorkspaceReader):
     def save(self, iteration: int, frame: int, objective: Optional[float], params: Mapping[str, Any],
              state: Mapping[str, Any], episode_returns: Iterable[float] = (), frames_since_replace: int = 0,
              network: Optional[Mapping[str, Any]] = None,
-             history: Optional[Mapping[int, Optional[float]]] = None) -> Record:
+             history: Optional[Mapping[int, Optional[float]]] = None,
+             param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
+             gains: Optional[Mapping[int, float]] = None) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(iteration, frame, objective, params, serialize_state(state), episode_returns,
-                            frames_since_replace, network, history)
+                            frames_since_replace, network, history, param_history, gains)
 
     def publish(self, iteration: int, frame: int, objective: Optional[float], params: Mapping[str, Any],
                 checkpoint_bytes: bytes, episode_returns: Iterable[float] = (),
                 frames_since_replace: int = 0, network: Optional[Mapping[str, Any]] = None,
-                history: Optional[Mapping[int, Optional[float]]] = None) -> Record:
+                history: Optional[Mapping[int, Optional[float]]] = None,
+                param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
+                gains: Optional[Mapping[int, float]] = None) -> Record:
         """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``.
-        ``history``: the member's objective by iteration (the newest MAX_HISTORY are kept)."""
+        ``history``: the member's objective by iteration (the newest MAX_HISTORY are kept);
+        ``param_history``: its hyperparameter change points (the newest MAX_PARAM_HISTORY);
+        ``gains``: each interval's objective change (the newest MAX_GAINS, finite ones only)."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -159,6 +167,9 @@ class Workspace(WorkspaceReader):
             frames_since_replace=int(frames_since_replace),
             network=None if network is None else to_plain(dict(network), "network"),
             history=plain_history(history),
+            param_history={int(i): to_plain(dict(p), "param_history")
+                           for i, p in sorted((param_history or {}).items())[-MAX_PARAM_HISTORY:]},
+            gains={int(i): float(g) for i, g in sorted((gains or {}).items())[-MAX_GAINS:] if math.isfinite(g)},
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"

@@ -11,6 +11,7 @@ screen with warnings. No torch import.
 """
 import argparse
 import io
+import re
 import sys
 import time
 from pathlib import Path
@@ -65,6 +66,19 @@ def _network(view: Any) -> str:
     return f"{network.get('units')} {network.get('activation')}" + (f" {format_frames(count)}" if count else "")
 
 
+_SUBPOPULATION = re.compile(r"sub-population (\d+) \(frequency (\d+)")
+
+
+def _subpopulation(view: Any) -> str:
+    """MF-PBT's sub-population and frequency as its newest action's reason names them ("" for other
+    strategies and before a member's first action: keeps are not in the lineage)."""
+    for entry in (view.last_event, view.last_replace):
+        match = _SUBPOPULATION.search(entry.reason) if entry is not None and entry.reason else None
+        if match:
+            return f"{match.group(1)} (every {match.group(2)})"
+    return ""
+
+
 def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, width: int = WIDE) -> Any:
     """The rich renderable of a snapshot: the population table (and, on consoles narrower than
     :data:`WIDE`, a hyperparameter table below it)."""
@@ -93,6 +107,8 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
                ("donor", "left")]
     if not wide:  # 80 columns: the last action names its donor; the iteration is in it too
         columns = [c for c in columns if c[0] not in ("iter", "donor")]
+    if any(_subpopulation(view) for view in snapshot.members):  # pbt/selection=mfpbt
+        columns.insert(columns.index(("last action", "left")), ("sub-pop", "left"))
     if any(_network(view) for view in snapshot.members):  # evolved networks (pbt/mutation=agilerl)
         columns.insert(columns.index(("last action", "left")), ("network", "left"))
     for header, justify in columns:
@@ -116,6 +132,7 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
             "last action": _describe_action(view.last_event),
             "donor": _describe_donor(view.last_replace),
             "network": _network(view),
+            "sub-pop": _subpopulation(view),
         }
         if not wide and view.last_replace is not None and view.last_replace is not view.last_event:
             values["last action"] += f" (took {_describe_donor(view.last_replace)})"

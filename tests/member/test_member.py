@@ -92,3 +92,23 @@ def test_hysteresis_keeps_the_best_objective_of_the_interval(tmp_path):
     for value in (None, -5.0, -2.0, -9.0):
         member.observe(value)
     assert member.best_interval_objective == -2.0
+
+
+def test_records_carry_hyperparameter_change_points_and_gains_across_a_replacement(tmp_path):
+    member = PbtMember(make_cfg(tmp_path / "ws", start_after=10**9, initial_delay=10**9), tmp_path / "run", [])
+    member.startup()
+    member.started(0)
+    first = dict(member.params)
+    member.iterate(1000, 1.0, {"w": 1}, [])
+    member.iterate(2000, 2.0, {"w": 1}, [])
+    changed = {**first, "train.params.config.learning_rate": 5e-4}
+    member.exploited(2000, changed, replaced=False)  # a mutation: the objective history goes on
+    record = member.iterate(3000, 4.0, {"w": 1}, []) and member.workspace.latest_record(1)
+    assert record.param_history == {1: first, 3: changed} and record.gains == {2: 1.0, 3: 2.0}
+    member.exploited(3000, first, replaced=True)  # a donor's weights: no gain across it, the log stays
+    record = member.iterate(4000, 9.0, {"w": 1}, []) and member.workspace.latest_record(1)
+    assert record.param_history == {1: first, 3: changed, 4: first} and record.gains == {2: 1.0, 3: 2.0}
+    member.iterate(5000, 10.0, {"w": 1}, [])
+    record = member.workspace.latest_record(1)
+    assert record.gains == {2: 1.0, 3: 2.0, 5: 1.0} and sorted(record.history) == [4, 5]
+    member.close()

@@ -77,7 +77,7 @@ def test_a_fast_bad_member_is_judged_at_equal_experience(selection: str) -> None
     peers = [population[i] for i in (1, 2, 3)]
     kwargs: Dict[str, Any] = {"elitism": True, "tournament_size": 4}
     fair = decide(own, peers, cfg_for(selection, **kwargs), random.Random(0))
-    assert fair.action == REPLACE and fair.donor_idx in ((1, 2) if selection == "threshold" else (1,)), fair.reason
+    assert fair.action == REPLACE and fair.donor_idx in ((1, 2) if selection in ("threshold", "mfpbt") else (1,)), fair.reason
     assert fair.compared_iteration == 3
     assert "compared at iteration 3 (own newest 10): equal experience" in fair.reason
     assert fair.donor is population[fair.donor_idx]  # the donor's newest record (its weights)

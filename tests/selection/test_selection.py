@@ -296,8 +296,8 @@ def test_own_policy_idx_out_of_range_raises() -> None:
 def test_unknown_selection_rule_raises() -> None:
     cfg = cfg_for()
     cfg.selection = "tournement"
-    with pytest.raises(ConfigError, match="Did you mean 'tournament'.*Valid rules: dexpbt, threshold, tournament, "
-                                          "truncation"):
+    with pytest.raises(ConfigError, match="Did you mean 'tournament'.*Valid rules: dexpbt, mfpbt, pb2, threshold, "
+                                          "tournament, truncation"):
         decide(state(0, 1.0), [], cfg, random.Random(0))
 
 

@@ -4,11 +4,11 @@ import random
 from typing import Any, Dict, List, Optional, Sequence
 
 import pytest
+from conftest import pbt_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pbt.config
-from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.sections import Section
@@ -27,6 +27,8 @@ from pbt.selection import (
     initial_mutation,
     strategy_names,
 )
+from pbt.selection.mfpbt import MfPbt
+from pbt.selection.pb2 import PB2
 from pbt.storage.record import Record
 
 LR = "train.params.config.learning_rate"
@@ -61,9 +63,10 @@ def peers(objectives: Dict[int, Optional[float]]) -> List[Record]:
 
 
 def test_one_list_of_strategy_names() -> None:
-    assert strategy_names() == ("dexpbt", "threshold", "tournament", "truncation") == tuple(sorted(STRATEGIES))
+    assert strategy_names() == ("dexpbt", "mfpbt", "pb2", "threshold", "tournament", "truncation") \
+        == tuple(sorted(STRATEGIES))
     assert STRATEGIES == {"dexpbt": DexPbt, "threshold": Threshold, "tournament": Tournament,
-                          "truncation": Truncation}
+                          "truncation": Truncation, "pb2": PB2, "mfpbt": MfPbt}
     assert not hasattr(pbt.config, "SELECTION_RULES")
     for name in STRATEGIES:
         assert get_strategy(name) is STRATEGIES[name]
@@ -79,7 +82,7 @@ def test_unknown_strategy_says_did_you_mean_and_lists_valid_names(name: str, hin
             build()
         message = str(info.value)
         assert f"pbt.selection='{name}'" in message and hint in message
-        assert "Valid rules: dexpbt, threshold, tournament, truncation." in message
+        assert "Valid rules: dexpbt, mfpbt, pb2, threshold, tournament, truncation." in message
 
 
 def test_strategies_declare_their_config_and_initial_mutation() -> None:
@@ -136,10 +139,11 @@ def _reason_numbers(decision: Decision) -> str:
 def test_a_banned_top_member_stays_ranked_but_is_never_a_donor(rule: str) -> None:
     cfg = cfg_for(selection=rule, replace_fraction_best=0.3, replace_threshold_frac_std=0.0,
                   replace_threshold_frac_absolute=0.0, threshold_std=0.5, threshold_abs=0.0)
+    top = 2 if rule == "mfpbt" else 1  # mfpbt: 1 shares 0's sub-population, the migrant from another comes first
     free = [decide(own_state(), peers(SPREAD), cfg, random.Random(s)) for s in range(40)]
-    banned = [decide(own_state(), peers(SPREAD), cfg, random.Random(s), banned_donors={1}) for s in range(40)]
-    assert 1 in {d.donor_idx for d in free}
-    assert {d.action for d in banned} == {REPLACE} and 1 not in {d.donor_idx for d in banned}
+    banned = [decide(own_state(), peers(SPREAD), cfg, random.Random(s), banned_donors={top}) for s in range(40)]
+    assert top in {d.donor_idx for d in free}
+    assert {d.action for d in banned} == {REPLACE} and top not in {d.donor_idx for d in banned}
     if rule == "threshold":  # mean, std and cuts: member 1 still counts
         assert {_reason_numbers(d) for d in banned} == {_reason_numbers(d) for d in free}
         dropped = decide(own_state(), peers({i: o for i, o in SPREAD.items() if i != 1}), cfg, random.Random(0))

@@ -161,3 +161,15 @@ def test_status_works_without_torch():
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 
+
+
+def test_an_mfpbt_members_sub_population_comes_from_its_newest_action():
+    from types import SimpleNamespace
+
+    from pbt.tools.status import _subpopulation
+
+    acted = SimpleNamespace(reason="replace: bottom quarter ...; sub-population 2 (frequency 25, members [4, 5])")
+    assert _subpopulation(SimpleNamespace(last_event=acted, last_replace=None)) == "2 (every 25)"
+    other = SimpleNamespace(reason="replace: top member 3 ...")
+    assert _subpopulation(SimpleNamespace(last_event=other, last_replace=None)) == ""
+    assert _subpopulation(SimpleNamespace(last_event=None, last_replace=None)) == ""
