@@ -201,7 +201,7 @@ class MfPbt(Strategy):
         """The asymmetric migration into this member, or None when no migrant ranks above it."""
         idx = own.record.policy_idx
         outside = [r.policy_idx for r in eligible_donors(
-            [view[i] for i in ranking if i not in sub.members], self.ctx.gates.ready_after,  # type: ignore[misc]
+            [r for r in (view[i] for i in ranking if i not in sub.members) if r is not None], self.ctx.gates.ready_frames,
             self.ctx.banned_donors)]
         position = {i: p for p, i in enumerate(ranking)}
         taken = 0

@@ -48,7 +48,7 @@ def kernel_class() -> Any:
         StationaryKernelMixin,
     )
 
-    class TimeVaryingSE(StationaryKernelMixin, NormalizedKernelMixin, Kernel):  # type: ignore[misc]
+    class TimeVaryingSE(StationaryKernelMixin, NormalizedKernelMixin, Kernel):
         def __init__(self, length_scale: float = 0.3, epsilon: float = 0.1,
                      length_scale_bounds: Tuple[float, float] = (1e-2, 1e1),
                      epsilon_bounds: Tuple[float, float] = (1e-4, 0.5)) -> None:
