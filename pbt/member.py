@@ -296,7 +296,7 @@ class PbtMember:
             banned |= {i for i, r in peers.items() if r.checksum in self.refused_checksums}
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
             decision = decide(member, list(peers.values()), explore_settings(self.network, self.pbt, self.rng),
-                              self.rng, banned_donors=banned, on_refused=self.refuse_donor, stale=stale,
+                              self.rng, banned_donors=banned, on_refused=self.refuse_donor,
                               members=members)
             plan_network(self.network, decision.action != KEEP, decision.donor, self.rng)
             self.best_interval_objective = None
