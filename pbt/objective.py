@@ -12,10 +12,19 @@ a scalar the env reports under ``infos["episode"]``, Isaac Lab style). Either is
 When the env never reports the key, the objective falls back to the mean episode reward over the
 last ``games_to_track`` episodes (rl_games' ``game_rewards``).
 
-Either way the objective stays unknown until every env has finished TWO episodes: tasks start their
-first episode at a random step (desynchronised resets), so first episodes are partial and their
-returns would flatter (or ruin) a member's standing. Once every env finished its second episode,
-the last ``num_envs`` finished episodes are all complete ones.
+Which episodes count: tasks start each env's first episode at a random step (desynchronised
+resets), so an env's first episode in a process is partial and never counts. After new weights in
+the running agent (a donor's, a rollback, a network change) the objective is measured anew from the
+episodes that finish from then on (they ran partly on the new weights; the share grows with every
+episode, and after one episode per env none of the old weights' steps are left). A change of
+learning hyperparameters alone keeps the episodes: the policy they measure did not change.
+
+When it is known: once at least half of the envs (``ceil(num_envs / 2)``) have a counted episode, the
+objective is the mean over those envs of each one's last counted episode (every env once all of
+them have one). After an in-place change that takes about half an episode length; after a start or
+an exec restart, when first episodes are partial, about one and a half. So a member's objective is
+known again within one PBT interval of a change whenever the interval holds that many steps (the
+built-in tasks at their defaults: 200-500 step episodes, 1e7-frame intervals, thousands of steps).
 """
 import math
 from collections import deque
@@ -92,28 +101,50 @@ class ObjectiveTracker:
     def __init__(self, key: str, num_envs: int) -> None:
         self.key = key
         self.num_envs = num_envs
-        self.last_per_env: List[float] = [math.nan] * num_envs
-        self.finished = [False] * num_envs
-        self.num_finished = 0
-        self.scalar: Optional[float] = None
+        self.needed = (num_envs + 1) // 2
+        """Envs with a counted episode before the objective is known (see the module docstring)."""
         self.seen = False
-        self.recent: Deque[float] = deque(maxlen=EPISODE_HISTORY)
         self.seen_keys: List[str] = []
         self.episodes = [0] * num_envs
+        """Episodes each env finished in this process (its first is partial)."""
         self.envs_done_twice = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """New weights in the running agent: forget the objective measured so far; episodes that
+        finish from now on count (an env's first, partial episode still never does)."""
+        self.last_per_env: List[float] = [math.nan] * self.num_envs
+        self.counted = [False] * self.num_envs
+        self.num_counted = 0
+        self.valued = [False] * self.num_envs
+        self.num_valued = 0
+        self.scalar: Optional[float] = None
+        self.recent: Deque[float] = deque(maxlen=EPISODE_HISTORY)
+
+    @property
+    def settled(self) -> bool:
+        """True once every env finished two episodes in this process: whether the task reports
+        the key is then plain."""
+        return self.envs_done_twice >= self.num_envs
 
     @property
     def ready(self) -> bool:
-        """True once every env finished two episodes (see the module docstring)."""
-        return self.envs_done_twice >= self.num_envs
+        """True once enough envs have a counted episode (see the module docstring)."""
+        return self.num_counted >= self.needed
 
     def update(self, infos: Any, done_indices: Sequence[int]) -> None:
         """Feed one step's infos and the indices of the envs whose episode just ended."""
+        counted: List[int] = []
         for i in done_indices:
             if 0 <= i < self.num_envs:
                 self.episodes[i] += 1
                 if self.episodes[i] == 2:
                     self.envs_done_twice += 1
+                if self.episodes[i] >= 2:
+                    counted.append(i)
+                    if not self.counted[i]:
+                        self.counted[i] = True
+                        self.num_counted += 1
         value = lookup(infos, self.key)
         if value is None:
             if not self.seen_keys and isinstance(infos, Mapping):
@@ -127,32 +158,28 @@ class ObjectiveTracker:
                 self.scalar = scalar[0]
                 self.recent.append(scalar[0])
             return
-        # Only the entries of envs that just finished matter: convert those, not all num_envs.
-        done = [i for i in done_indices if 0 <= i < size]
+        # Only the entries of counted episodes matter: convert those, not all num_envs.
+        done = [i for i in counted if i < size]
         values = _take(value, done)
         if values is None:
             return
         for i, v in zip(done, values):
             self.last_per_env[i] = v
             self.recent.append(v)
-            if not self.finished[i]:
-                self.finished[i] = True
-                self.num_finished += 1
+            if not self.valued[i]:
+                self.valued[i] = True
+                self.num_valued += 1
 
     @property
     def value(self) -> Optional[float]:
-        """The env-reported objective, or None while unknown (not every env finished two episodes)."""
+        """The env-reported objective, or None while unknown (too few counted episodes)."""
         if not self.ready:
             return None
         if self.scalar is not None:
             return self.scalar
-        if self.num_finished < self.num_envs:
+        if self.num_valued < self.needed:
             return None
-        return sum(self.last_per_env) / self.num_envs
-
-    def reset(self) -> None:
-        """Forget everything (after the member's weights were replaced)."""
-        self.__init__(self.key, self.num_envs)  # type: ignore[misc]
+        return math.fsum(v for v, known in zip(self.last_per_env, self.valued) if known) / self.num_valued
 
 
 class MemberObjective:
@@ -174,7 +201,7 @@ class MemberObjective:
 
     @property
     def value(self) -> Optional[float]:
-        """The objective over each env's last finished episode (None until every env finished two)."""
+        """The objective over each env's last counted episode (None while too few envs have one)."""
         return self.scoring.value
 
     @property
@@ -182,12 +209,8 @@ class MemberObjective:
         """The latest per-episode objectives (published with a member's record)."""
         return list(self.scoring.recent)
 
-    @property
-    def reported_value(self) -> Optional[float]:
-        """The task's own objective (None when it does not report ``key``)."""
-        return self.reported.value if self.reported.seen else None
-
     def reset(self) -> None:
-        """Forget everything (after the member's weights were replaced)."""
+        """New weights in the running agent: measure the objective anew (which key the task
+        reports, and each env's count of episodes, stay)."""
         self.reported.reset()
         self.returns.reset()

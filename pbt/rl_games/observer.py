@@ -212,7 +212,7 @@ class WorkerObserver(AlgoObserver):
         tracker = self.score.reported if self.score is not None else None
         if self.key_checked or tracker is None:
             return
-        if tracker.seen or not tracker.ready:
+        if tracker.seen or not tracker.settled:
             if tracker.seen:
                 self.key_checked, self.last_infos = True, None
             return
@@ -269,10 +269,6 @@ class WorkerObserver(AlgoObserver):
         return float(meter.get_mean()[0])
 
     def objective(self) -> Optional[float]:
-        """The objective: the env's key when it reports one, else the mean episode return (both over
-        each env's last finished episode, known once every env finished two episodes)."""
+        """The objective PBT ranks by: the env's key when it reports one, else the mean episode
+        return (both over each env's last counted episode: :mod:`pbt.objective`)."""
         return None if self.score is None else self.score.value
-
-    def reported_objective(self) -> Optional[float]:
-        """The task's own objective for the run summary (None when the task does not report it)."""
-        return None if self.score is None else self.score.reported_value
