@@ -175,6 +175,7 @@ FLAT_KEYS = [
     "restarted", "seed", "restart_mode", "heartbeat_interval", "heartbeat_timeout", "on_write_error",
     "overwrite", "resume", "network_mutation", "equal_experience", "search_space", "quantile",
     "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop", "elastic_window", "join",
+    "max_lead",
 ]
 
 

@@ -189,7 +189,12 @@ class WorkerObserver(AlgoObserver):
         else:
             self.member.observe(objective)
             if self.member.due(frame):
-                self.exploiter.iterate(frame, objective, final=self.finishing(frame, epoch_num))
+                final = self.finishing(frame, epoch_num)
+                self.exploiter.iterate(frame, objective, final=final)
+                if not final:  # pacing: far ahead of the slowest peer, wait for its evidence
+                    self.member.wait_for_peers(frame, lambda: self.stop_signal is not None)
+                    if self.stop_signal is not None:
+                        self.stop_on_signal()
         if self.finishing(frame, epoch_num):
             from pbt.storage.liveness import FINISHED
 
