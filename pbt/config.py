@@ -92,7 +92,7 @@ class PbtConfig:
     still training waits at its PBT iteration, heartbeating ("waiting for peers" in status and
     progress), until that member is within reach or stops training, so the evidence that it is worse
     (which arrives at the slow members' pace) arrives before its budget is spent. null: never wait
-    (:mod:`pbt.pacing`)."""
+    (:mod:`pbt.pacing`). Not applied in an elastic population (``num_policies=auto``)."""
     objective: str = "true_objective"
     """What to maximise: a trainer statistic (``episode_return``, ``episode_length``:
     :data:`pbt.objective.TRAINER_STATISTICS`) or a dotted key into the env infos (``episode.<key>``

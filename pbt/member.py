@@ -231,7 +231,10 @@ class PbtMember:
 
     def wait_for_peers(self, frame: int, stop: Callable[[], bool]) -> float:
         """Pacing (:mod:`pbt.pacing`): wait while this member is more than ``pbt.max_lead`` intervals
-        ahead of the slowest peer still training, or until ``stop()``; the seconds waited."""
+        ahead of the slowest peer still training, or until ``stop()``; the seconds waited. Not in an
+        elastic population: a member joining late starts at frame 0 and would stall everyone."""
+        if self.pbt.elastic:
+            return 0.0
         poll = min(POLL_SECONDS, self.pbt.liveness.heartbeat_interval)
         return wait_for_peers(self.pbt.policy_idx, frame, self.check_peers, self.pbt.interval_steps,
                               self.pbt.max_lead, self.liveness, stop, poll)
