@@ -6,7 +6,9 @@ setting's objective by iteration 0.02, 0.12, 0.30, 0.53, 0.68, ... 0.83; the bad
 0.13, 0.20, 0.28, ... 0.56. With non-zero start_after, ready_after and initial_delay, both fast
 members must be replaced before they finish: equal experience compares each with the slow members
 pairwise (no peer holds the comparison back) and pacing (``pbt.max_lead``) keeps them from spending
-their budget before the evidence exists.
+their budget before the evidence exists. Measured before both (one run, loaded machine): the fast
+members were first replaced by a good member at iteration 7 of 8 and ended at mean rewards 74 and
+78 against 145-147; with them, at iterations 4 and 5, ending at 149 and 154 against 145-154.
 
 A few minutes on 2 loaded cores: run under ``flock /tmp/heavy.lock``.
 """
@@ -63,11 +65,16 @@ def test_fast_but_bad_members_are_replaced_before_they_finish(tmp_path: Path) ->
     def story(idx: int) -> str:
         return "\n".join(f"{e['frame']} {e['action']} {e['reason']}" for e in lineages[idx])
 
+    rewards = {idx: float(SUMMARY_RE.search(logs[idx]).group("reward")) for idx in range(N)}  # type: ignore[union-attr]
+    slow_good = min(rewards[idx] for idx in range(N) if idx not in FAST_BAD)
     for idx in FAST_BAD:
-        replaced = [e for e in lineages[idx] if e["action"] == "replace"]
-        assert replaced, f"fast-but-bad member {idx} was never replaced:\n{story(idx)}"
-        assert replaced[0]["frame"] < MAX_FRAMES and replaced[0]["donor"] not in FAST_BAD, story(idx)
-        print(f"member {idx} first replaced at frame {replaced[0]['frame']} from member {replaced[0]['donor']}")
+        # replaced by a slow-good member with at least two intervals left to learn from its weights
+        rescued = [e for e in lineages[idx] if e["action"] == "replace" and e["donor"] not in FAST_BAD]
+        assert rescued, f"fast-but-bad member {idx} was never replaced by a slow-good one:\n{story(idx)}"
+        assert rescued[0]["frame"] <= MAX_FRAMES - 2 * INTERVAL, story(idx)
+        print(f"member {idx} replaced at frame {rescued[0]['frame']} from member {rescued[0]['donor']}; "
+              f"final mean reward {rewards[idx]:.1f} (slow-good members: {slow_good:.1f} and more)")
+        assert rewards[idx] >= 0.8 * slow_good, f"member {idx} did not catch up:\n{story(idx)}"
     # A member whose last change came before its last interval ends with its objective measured.
     for idx in range(N):
         changes = [e["frame"] for e in lineages[idx] if e["action"] in ("replace", "mutate") and e["frame"] > 0]
