@@ -87,7 +87,7 @@ class PbtConfig:
     """Shared directory (relative to the working directory, or absolute) where members publish records."""
     interval_steps: int = 10_000_000
     """Env frames between two PBT iterations (``iteration = frame // interval_steps``)."""
-    max_lead: Optional[int] = 2
+    max_lead: Optional[int] = 1
     """Pacing: a member more than this many PBT intervals (in frames) ahead of the slowest member
     still training waits at its PBT iteration, heartbeating ("waiting for peers" in status and
     progress), until that member is within reach or stops training, so the evidence that it is worse

@@ -293,6 +293,8 @@ class PbtMember:
         own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
                                   network=network_value(self.network))
+        if self.liveness is not None and self.liveness.lost is None:  # peers pacing on it see it here now
+            self.liveness.beat(self.liveness.state)
         with self.workspace.store.scan():  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)
             peers[self.pbt.policy_idx] = own
