@@ -6,9 +6,10 @@ setting's objective by iteration 0.02, 0.12, 0.30, 0.53, 0.68, ... 0.83; the bad
 0.13, 0.20, 0.28, ... 0.56. With non-zero start_after, ready_after and initial_delay, both fast
 members must be replaced before they finish: equal experience compares each with the slow members
 pairwise (no peer holds the comparison back) and pacing (``pbt.max_lead``) keeps them from spending
-their budget before the evidence exists. Measured before both (one run, loaded machine): the fast
-members were first replaced by a good member at iteration 7 of 8 and ended at mean rewards 74 and
-78 against 145-147; with them, at iterations 4 and 5, ending at 149 and 154 against 145-154.
+their budget before the evidence exists. Measured (one run each, load 5-14 on 2 cores): before both,
+the fast members were first replaced by a good member at iteration 7 of 8 and ended at mean rewards
+74 and 78 against 145-147; with both (max_lead 1), at iteration 4 each, ending at 146 and 152
+against 145-147.
 
 A few minutes on 2 loaded cores: run under ``flock /tmp/heavy.lock``.
 """
