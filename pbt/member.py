@@ -11,7 +11,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pbt.config import PbtConfig
 from pbt.elastic import ElasticPopulation
@@ -20,7 +20,6 @@ from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.mutation import checked_params, current_params, validate_scheme
 from pbt.mutation.scheme import warn_zero_valued
 from pbt.mutation.space import resolve_space
-from pbt.pacing import POLL_SECONDS, wait_for_peers
 from pbt.mutation.network import (NetworkTracker, explore_settings, network_overrides, network_value,
                                   plan_network, resume_network)
 from pbt.restart import build_restart_argv
@@ -229,16 +228,6 @@ class PbtMember:
         if self.liveness is not None:
             self.liveness.frame = int(frame)
 
-    def wait_for_peers(self, frame: int, stop: Callable[[], bool]) -> float:
-        """Pacing (:mod:`pbt.pacing`): wait while this member is more than ``pbt.max_lead`` intervals
-        ahead of the slowest peer still training, or until ``stop()``; the seconds waited. Not in an
-        elastic population: a member joining late starts at frame 0 and would stall everyone."""
-        if self.pbt.elastic:
-            return 0.0
-        poll = min(POLL_SECONDS, self.pbt.liveness.heartbeat_interval)
-        return wait_for_peers(self.pbt.policy_idx, frame, self.check_peers, self.pbt.interval_steps,
-                              self.pbt.max_lead, self.liveness, stop, poll)
-
     def lost_lock(self) -> Optional[str]:
         """Why this process no longer holds its member's lock (None while it does)."""
         return None if self.liveness is None else self.liveness.lost
@@ -293,7 +282,7 @@ class PbtMember:
         own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
                                   network=network_value(self.network))
-        if self.liveness is not None and self.liveness.lost is None:  # peers pacing on it see it here now
+        if self.liveness is not None and self.liveness.lost is None:  # pacing peers see it here now
             self.liveness.beat(self.liveness.state)
         with self.workspace.store.scan():  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)

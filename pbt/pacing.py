@@ -12,9 +12,12 @@ Pure decision (:func:`pacing_reason`) and the waiting loop (:func:`wait_for_peer
 """
 import logging
 import time
-from typing import Callable, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Tuple
 
 from pbt.storage.liveness import ALIVE, TRAINING_STATES, RUNNING, WAITING, MemberLiveness, PeerStatus
+
+if TYPE_CHECKING:
+    from pbt.config import PbtConfig
 
 log = logging.getLogger(__name__)
 
@@ -52,28 +55,31 @@ def pacing_reason(frame: int, statuses: Mapping[int, PeerStatus], interval_steps
             f"pbt.max_lead={max_lead}")
 
 
-def wait_for_peers(policy_idx: int, frame: int, check: Callable[[], Mapping[int, PeerStatus]], interval_steps: int,
-                   max_lead: Optional[int], liveness: Optional[MemberLiveness], stop: Callable[[], bool],
-                   poll: float = POLL_SECONDS, sleep: Callable[[float], None] = time.sleep,
-                   clock: Callable[[], float] = time.time) -> float:
-    """Wait while :func:`pacing_reason` says so, or until ``stop()``; the heartbeat says "waiting"
-    meanwhile. ``check()`` reads the peers' liveness. Returns the seconds waited."""
-    why = pacing_reason(frame, check(), interval_steps, max_lead)
+def wait_for_peers(pbt: "PbtConfig", frame: int, check: Callable[[], Mapping[int, PeerStatus]],
+                   liveness: Optional[MemberLiveness], stop: Callable[[], bool],
+                   sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time) -> float:
+    """Wait while :func:`pacing_reason` says so (``pbt.max_lead``), or until ``stop()``; the heartbeat
+    says "waiting" meanwhile. ``check()`` reads the peers' liveness. Returns the seconds waited.
+    Not in an elastic population: a member joining late starts at frame 0 and would stall everyone."""
+    if pbt.elastic:
+        return 0.0
+    why = pacing_reason(frame, check(), pbt.interval_steps, pbt.max_lead)
     if why is None:
         return 0.0
     start = clock()
-    log.info("PBT policy %d: waiting for peers at frame %d: %s", policy_idx, frame, why)
+    poll = min(POLL_SECONDS, pbt.liveness.heartbeat_interval)
+    log.info("PBT policy %d: waiting for peers at frame %d: %s", pbt.policy_idx, frame, why)
     if liveness is not None:
         liveness.state = WAITING
         liveness.beat(WAITING)
     try:
         while why is not None and not stop() and (liveness is None or liveness.lost is None):
             sleep(poll)
-            why = pacing_reason(frame, check(), interval_steps, max_lead)
+            why = pacing_reason(frame, check(), pbt.interval_steps, pbt.max_lead)
     finally:
         if liveness is not None:
             liveness.state = RUNNING
             liveness.beat(RUNNING)
     waited = clock() - start
-    log.info("PBT policy %d: goes on after waiting %.0f s for peers", policy_idx, waited)
+    log.info("PBT policy %d: goes on after waiting %.0f s for peers", pbt.policy_idx, waited)
     return waited

@@ -19,6 +19,7 @@ from rl_games.common.algo_observer import AlgoObserver
 
 from pbt.errors import ConfigError, PbtError, WorkspaceError, did_you_mean
 from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
+from pbt.pacing import wait_for_peers
 from pbt.rl_games.agent import AgentAdapter
 from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
 from pbt.rl_games.registry import adapter_class, algo_name, make_adapter
@@ -192,7 +193,8 @@ class WorkerObserver(AlgoObserver):
                 final = self.finishing(frame, epoch_num)
                 self.exploiter.iterate(frame, objective, final=final)
                 if not final:  # pacing: far ahead of the slowest peer, wait for its evidence
-                    self.member.wait_for_peers(frame, lambda: self.stop_signal is not None)
+                    wait_for_peers(self.member.pbt, frame, self.member.check_peers, self.member.liveness,
+                                   lambda: self.stop_signal is not None)
                     if self.stop_signal is not None:
                         self.stop_on_signal()
         if self.finishing(frame, epoch_num):

@@ -1,6 +1,7 @@
 """Pacing (pbt.max_lead): who holds a member back, when it waits, and what its heartbeat says meanwhile."""
 from typing import Dict, List, Optional
 
+from pbt.config import PbtConfig
 from pbt.pacing import pacing_reason, slowest_live_peer, wait_for_peers
 from pbt.storage.liveness import (ALIVE, FINISHED, RUNNING, STALE, UNKNOWN, WAITING, Beat, MemberLiveness,
                                   PeerStatus, read_heartbeat)
@@ -8,6 +9,10 @@ from pbt.storage.local import LocalStore
 from pbt.tools.snapshot import WAITING_FOR_PEERS, MemberView
 
 INTERVAL = 1000
+
+
+def config(**values: object) -> PbtConfig:
+    return PbtConfig.from_mapping({"interval_steps": INTERVAL, "max_lead": 2, "heartbeat_interval": 1.0, **values})
 
 
 def peer(frame: Optional[int], state: str = RUNNING, judged: str = ALIVE) -> PeerStatus:
@@ -46,7 +51,7 @@ def test_waiting_heartbeats_waiting_until_the_slowest_peer_catches_up(tmp_path) 
         beat = _beat(store)
         seen_states.append(MemberView(0, None, [], heartbeat=beat).liveness(beat.time))
 
-    waited = wait_for_peers(0, 6000, check, INTERVAL, 2, liveness, lambda: False, poll=0.0, sleep=sleep)
+    waited = wait_for_peers(config(), 6000, check, liveness, lambda: False, sleep=sleep)
     assert waited >= 0.0 and len(looks) == 4  # 5, 4, 3 intervals ahead, then 2: goes on
     assert seen_states == [WAITING_FOR_PEERS] * 3
     assert _beat(store).state == RUNNING and liveness.state == RUNNING
@@ -54,9 +59,16 @@ def test_waiting_heartbeats_waiting_until_the_slowest_peer_catches_up(tmp_path) 
 
 def test_a_stop_request_ends_the_wait() -> None:
     calls: List[int] = []
-    waited = wait_for_peers(0, 9000, lambda: {1: peer(0)}, INTERVAL, 2, None, lambda: bool(calls),
-                            poll=0.0, sleep=lambda s: calls.append(1))
+    waited = wait_for_peers(config(), 9000, lambda: {1: peer(0)}, None, lambda: bool(calls),
+                            sleep=lambda s: calls.append(1))
     assert calls == [1] and waited >= 0.0
+
+
+def test_no_pacing_in_an_elastic_population() -> None:
+    looks: List[int] = []
+    assert wait_for_peers(config(num_policies="auto"), 9000, lambda: looks.append(1) or {1: peer(0)}, None,
+                          lambda: False) == 0.0
+    assert looks == []
 
 
 def _beat(store: LocalStore) -> Beat:
