@@ -273,12 +273,12 @@ class PbtMember:
         if objective is not None and (self.best_interval_objective is None or objective > self.best_interval_objective):
             self.best_interval_objective = objective
 
-    def iterate(
-        self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
-    ) -> Decision:
-        """Publish, scan the population, decide, and log the decision (the caller acts on it)."""
+    def iterate(self, frame: int, objective: Optional[float], state: Mapping[str, Any],
+                episode_returns: Sequence[float], mixed: bool = False) -> Decision:
+        """Publish, scan the population, decide, and log the decision (the caller acts on it). A
+        ``mixed`` objective (episodes begun on the weights before a change) stays out of the history."""
         iteration = self.last_iteration = frame // self.pbt.interval_steps
-        self.history.note(iteration, objective)
+        self.history.note(iteration, None if mixed else objective)
         own = self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
                                   network=network_value(self.network))
@@ -306,15 +306,14 @@ class PbtMember:
             self.workspace.cleanup(peers)
         return decision
 
-    def try_iterate(
-        self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
-    ) -> Optional[Decision]:
+    def try_iterate(self, frame: int, objective: Optional[float], state: Mapping[str, Any],
+                    episode_returns: Sequence[float], mixed: bool = False) -> Optional[Decision]:
         """``iterate`` under ``pbt.on_write_error``: when the workspace cannot be written (disk full,
         read-only...) "retry" logs the error and returns None (the caller keeps training; the next
         interval tries again), "fail" raises the WorkspaceError."""
         self.flush_lineage()
         try:
-            decision = self.iterate(frame, objective, state, episode_returns)
+            decision = self.iterate(frame, objective, state, episode_returns, mixed)
         except WorkspaceError as exc:
             if self.pbt.on_write_error == "fail" or not is_io_error(exc):
                 raise

@@ -25,6 +25,8 @@ them have one). After an in-place change that takes about half an episode length
 an exec restart, when first episodes are partial, about one and a half. So a member's objective is
 known again within one PBT interval of a change whenever the interval holds that many steps (the
 built-in tasks at their defaults: 200-500 step episodes, 1e7-frame intervals, thousands of steps).
+While it still includes an episode begun on the old weights it is ``mixed``: the member's record
+carries it, but its objective history does not (peers compare at equal experience on the history).
 """
 import math
 from collections import deque
@@ -108,11 +110,17 @@ class ObjectiveTracker:
         self.episodes = [0] * num_envs
         """Episodes each env finished in this process (its first is partial)."""
         self.envs_done_twice = 0
-        self.reset()
+        self._forget()
+        self.after_change = False
+        """Whether the weights changed in this process (see :attr:`mixed`)."""
 
     def reset(self) -> None:
         """New weights in the running agent: forget the objective measured so far; episodes that
         finish from now on count (an env's first, partial episode still never does)."""
+        self._forget()
+        self.after_change = True
+
+    def _forget(self) -> None:
         self.last_per_env: List[float] = [math.nan] * self.num_envs
         self.counted = [False] * self.num_envs
         self.num_counted = 0
@@ -120,6 +128,13 @@ class ObjectiveTracker:
         self.num_valued = 0
         self.scalar: Optional[float] = None
         self.recent: Deque[float] = deque(maxlen=EPISODE_HISTORY)
+        self.since_reset = [0] * self.num_envs
+
+    @property
+    def mixed(self) -> bool:
+        """True while the objective includes an episode that began before the last change of
+        weights (an env's first counted episode since then): known, but not the new weights' alone."""
+        return self.after_change and any(v and n < 2 for v, n in zip(self.valued, self.since_reset))
 
     @property
     def settled(self) -> bool:
@@ -138,6 +153,7 @@ class ObjectiveTracker:
         for i in done_indices:
             if 0 <= i < self.num_envs:
                 self.episodes[i] += 1
+                self.since_reset[i] += 1
                 if self.episodes[i] == 2:
                     self.envs_done_twice += 1
                 if self.episodes[i] >= 2:
@@ -208,6 +224,11 @@ class MemberObjective:
     def recent(self) -> List[float]:
         """The latest per-episode objectives (published with a member's record)."""
         return list(self.scoring.recent)
+
+    @property
+    def mixed(self) -> bool:
+        """The objective still includes episodes begun before the last change of weights."""
+        return self.scoring.mixed
 
     def reset(self) -> None:
         """New weights in the running agent: measure the objective anew (which key the task

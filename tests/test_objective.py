@@ -98,3 +98,17 @@ def test_member_objective_falls_back_to_returns_until_the_task_reports_its_key()
     assert m.scoring is m.reported and m.value == 0.75
     m.reset()
     assert m.value is None and m.recent == [] and m.scoring is m.reported  # the task still reports its key
+
+
+def test_an_objective_with_episodes_begun_before_new_weights_is_mixed():
+    t = ObjectiveTracker("true_objective", num_envs=2)
+    for _ in range(2):
+        t.update({"true_objective": [1.0, 1.0]}, [0, 1])
+    assert t.value == 1.0 and not t.mixed  # no change of weights yet
+    t.reset()
+    t.update({"true_objective": [3.0, 3.0]}, [0])  # env 0's episode began on the old weights
+    assert t.value == 3.0 and t.mixed
+    t.update({"true_objective": [4.0, 4.0]}, [0])  # this one began after the change
+    assert t.value == 4.0 and not t.mixed
+    t.update({"true_objective": [4.0, 6.0]}, [1])  # env 1: its first since the change, begun before
+    assert t.value == 5.0 and t.mixed

@@ -7,7 +7,8 @@ fine against peers that are merely early. So every record carries its member's o
 (since its weights last came from a donor), and the comparison is made *pairwise*:
 
 * **The pair's iterations.** A peer is compared with this member at the newest iteration at which
-  both have a known (finite) objective. When they have none in common (one of them took a donor's
+  both have a known (finite) objective (an objective measured partly on the weights before a change
+  is not kept in the history: :attr:`pbt.objective.ObjectiveTracker.mixed`). When they have none in common (one of them took a donor's
   weights since, or its objective was unknown for a while), the peer is taken at its newest known
   iteration and this member at its oldest known iteration at or after that one. A peer's record is
   therefore never taken at more frames than this member's compared record, and no peer (the slowest,
