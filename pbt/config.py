@@ -88,6 +88,12 @@ class PbtConfig:
     """Shared directory (relative to the working directory, or absolute) where members publish records."""
     interval_steps: int = 10_000_000
     """Env frames between two PBT iterations (``iteration = frame // interval_steps``)."""
+    max_lead: Optional[int] = 1
+    """Pacing: a member more than this many PBT intervals (in frames) ahead of the slowest member
+    still training waits at its PBT iteration, heartbeating ("waiting for peers" in status and
+    progress), until that member is within reach or stops training, so the evidence that it is worse
+    (which arrives at the slow members' pace) arrives before its budget is spent. null: never wait
+    (:mod:`pbt.pacing`). Not applied in an elastic population (``num_policies=auto``)."""
     objective: str = "true_objective"
     """What to maximise: a trainer statistic (``episode_return``, ``episode_length``:
     :data:`pbt.objective.TRAINER_STATISTICS`) or a dotted key into the env infos (``episode.<key>``
@@ -132,6 +138,8 @@ class PbtConfig:
 
     def __post_init__(self) -> None:
         require(self.interval_steps > 0, "interval_steps", self.interval_steps, "> 0")
+        require(self.max_lead is None or self.max_lead >= 1, "max_lead", self.max_lead,
+                ">= 1 (PBT intervals), or null to never wait for peers")
         require(self.num_policies == ELASTIC or (isinstance(self.num_policies, int) and self.num_policies >= 1),
                 "num_policies", self.num_policies,
                 '>= 1, or "auto"')

@@ -296,12 +296,14 @@ class PbtMember:
         if objective is not None and (self.best_interval_objective is None or objective > self.best_interval_objective):
             self.best_interval_objective = objective
 
-    def iterate(
-        self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
-    ) -> Decision:
-        """Publish, scan the population, decide, and log the decision (the caller acts on it)."""
+    def iterate(self, frame: int, objective: Optional[float], state: Mapping[str, Any],
+                episode_returns: Sequence[float], mixed: bool = False) -> Decision:
+        """Publish, scan the population, decide, and log the decision (the caller acts on it). A
+        ``mixed`` objective (episodes begun on the weights before a change) stays out of the history."""
         iteration = self.last_iteration = frame // self.pbt.interval_steps
-        own = self._publish(iteration, frame, objective, state, episode_returns)
+        own = self._publish(iteration, frame, objective, state, episode_returns, mixed)
+        if self.liveness is not None and self.liveness.lost is None:  # pacing peers see it here now
+            self.liveness.beat(self.liveness.state)
         with self.workspace.store.scan(self.pbt.population_size):  # an object store: one listing serves the whole step
             peers = self.workspace.latest_records(max_iteration=iteration)
             peers[self.pbt.policy_idx] = own
@@ -316,7 +318,7 @@ class PbtMember:
             banned |= {i for i, r in peers.items() if r.checksum in self.refusals.checksums}
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
             decision = decide(member, list(peers.values()), explore_settings(self.network, self.pbt, self.rng),
-                              self.rng, banned_donors=banned, on_refused=self.refuse_donor, stale=stale,
+                              self.rng, banned_donors=banned, on_refused=self.refuse_donor,
                               members=members)
             plan_network(self.network, decision.action != KEEP, decision.donor, self.rng)
             self.best_interval_objective = None
@@ -324,15 +326,14 @@ class PbtMember:
             self.workspace.cleanup(peers)
         return decision
 
-    def try_iterate(
-        self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
-    ) -> Optional[Decision]:
+    def try_iterate(self, frame: int, objective: Optional[float], state: Mapping[str, Any],
+                    episode_returns: Sequence[float], mixed: bool = False) -> Optional[Decision]:
         """``iterate`` under ``pbt.on_write_error``: when the workspace cannot be written (disk full,
         read-only...) "retry" logs the error and returns None (the caller keeps training; the next
         interval tries again), "fail" raises the WorkspaceError."""
         self.flush_lineage()
         try:
-            decision = self.iterate(frame, objective, state, episode_returns)
+            decision = self.iterate(frame, objective, state, episode_returns, mixed)
         except WorkspaceError as exc:
             if self.pbt.on_write_error == "fail" or not is_io_error(exc):
                 raise
@@ -357,8 +358,9 @@ class PbtMember:
         return record
 
     def _publish(self, iteration: int, frame: int, objective: Optional[float], state: Mapping[str, Any],
-                 episode_returns: Sequence[float]) -> Record:  # both histories noted, then the record
-        self.history.note(iteration, objective)
+                 episode_returns: Sequence[float], mixed: bool = False) -> Record:
+        """Note both histories (a ``mixed`` objective stays out of them), then write the record."""
+        self.history.note(iteration, None if mixed else objective)
         self.intervals.note(iteration, self.params, self.history.values)
         return self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
                                    frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,

@@ -12,14 +12,25 @@ a scalar the env reports under ``infos["episode"]``, Isaac Lab style). Either is
 When the env never reports the key, the objective falls back to the mean episode reward over the
 last ``games_to_track`` episodes (rl_games' ``game_rewards``).
 
-Either way the objective stays unknown until every env has finished TWO episodes: tasks start their
-first episode at a random step (desynchronised resets), so first episodes are partial and their
-returns would flatter (or ruin) a member's standing. Once every env finished its second episode,
-the last ``num_envs`` finished episodes are all complete ones.
+Which episodes count: tasks start each env's first episode at a random step (desynchronised
+resets), so an env's first episode in a process is partial and never counts. After new weights in
+the running agent (a donor's, a rollback, a network change) the objective is measured anew from the
+episodes that finish from then on (they ran partly on the new weights; the share grows with every
+episode, and after one episode per env none of the old weights' steps are left). A change of
+learning hyperparameters alone keeps the episodes: the policy they measure did not change.
+
+When it is known: once at least half of the envs (``ceil(num_envs / 2)``) have a counted episode, the
+objective is the mean over those envs of each one's last counted episode (every env once all of
+them have one). After an in-place change that takes about half an episode length; after a start or
+an exec restart, when first episodes are partial, about one and a half. So a member's objective is
+known again within one PBT interval of a change whenever the interval holds that many steps (the
+built-in tasks at their defaults: 200-500 step episodes, 1e7-frame intervals, thousands of steps).
+While it still includes an episode begun on the old weights it is ``mixed``: the member's record
+carries it, but its objective history does not (peers compare at equal experience on the history).
 """
 import math
 from collections import deque
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
+from typing import AbstractSet, Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 #: How many recent per-episode objectives a member keeps for its record.
 EPISODE_HISTORY = 256
@@ -106,34 +117,61 @@ class ObjectiveTracker:
     With torch tensors (the done indices rl_games found and the env's values, on the GPU in Isaac
     Gym or Isaac Lab) a step only gathers the finished envs' entries on their device and keeps them:
     no host synchronisation per step. They are copied over in one transfer when anything is read
-    (:attr:`value`, :attr:`ready`, :attr:`recent`: once per epoch) or after ``MAX_PENDING_STEPS``.
-    Lists and numpy arrays are taken at once."""
+    (:attr:`value`, :attr:`ready`, :attr:`recent`, :attr:`mixed`: once per epoch) or after
+    ``MAX_PENDING_STEPS``. Lists and numpy arrays are taken at once."""
 
     def __init__(self, key: str, num_envs: int) -> None:
         self.key = key
         self.num_envs = num_envs
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything (after the member's weights were replaced)."""
-        num_envs = self.num_envs
-        self.last_per_env: List[float] = [math.nan] * num_envs
-        self.finished = [False] * num_envs
-        self.num_finished = 0
-        self.scalar: Optional[float] = None
+        self.needed = (num_envs + 1) // 2
+        """Envs with a counted episode before the objective is known (see the module docstring)."""
         self.seen = False
-        self._recent: Deque[float] = deque(maxlen=EPISODE_HISTORY)
         self.seen_keys: List[str] = []
         self.episodes = [0] * num_envs
+        """Episodes each env finished in this process (its first is partial)."""
         self.envs_done_twice = 0
         #: Steps not yet copied from the device: (done indices, gathered values or None, scalar?).
         self._pending: List[Any] = []
+        self._forget()
+        self.after_change = False
+        """Whether the weights changed in this process (see :attr:`mixed`)."""
+
+    def reset(self) -> None:
+        """New weights in the running agent: forget the objective measured so far; episodes that
+        finish from now on count (an env's first, partial episode still never does)."""
+        self._flush()  # the pending steps ran on the old weights: counted, then forgotten
+        self._forget()
+        self.after_change = True
+
+    def _forget(self) -> None:
+        self.last_per_env: List[float] = [math.nan] * self.num_envs
+        self.counted = [False] * self.num_envs
+        self.num_counted = 0
+        self.valued = [False] * self.num_envs
+        self.num_valued = 0
+        self.scalar: Optional[float] = None
+        self._recent: Deque[float] = deque(maxlen=EPISODE_HISTORY)
+        self.since_reset = [0] * self.num_envs
+
+    @property
+    def mixed(self) -> bool:
+        """True while the objective includes an episode that began before the last change of
+        weights (an env's first counted episode since then): known, but not the new weights' alone."""
+        self._flush()
+        return self.after_change and any(v and n < 2 for v, n in zip(self.valued, self.since_reset))
+
+    @property
+    def settled(self) -> bool:
+        """True once every env finished two episodes in this process: whether the task reports
+        the key is then plain."""
+        self._flush()
+        return self.envs_done_twice >= self.num_envs
 
     @property
     def ready(self) -> bool:
-        """True once every env finished two episodes (see the module docstring)."""
+        """True once enough envs have a counted episode (see the module docstring)."""
         self._flush()
-        return self.envs_done_twice >= self.num_envs
+        return self.num_counted >= self.needed
 
     @property
     def recent(self) -> Deque[float]:
@@ -155,15 +193,15 @@ class ObjectiveTracker:
         self._flush()  # in order: what is pending happened before this step
         if _is_tensor(done_indices):
             done_indices = [int(i) for i in done_indices.reshape(-1).tolist()]
-        self._count_episodes(done_indices)
+        counted = self._count_episodes(done_indices)
         if value is None:
             return
         if _size(value) == 1 and self.num_envs != 1:
             self._record_scalar(_as_list(value))
             return
-        # Only the entries of envs that just finished matter: convert those, not all num_envs.
-        done = [i for i in done_indices if 0 <= i < _size(value)]
-        self._record(done, _take(value, done))
+        # Only the entries of counted episodes matter: convert those, not all num_envs.
+        done = [i for i in counted if i < _size(value)]
+        self._record(done, _take(value, done), set(done))
 
     def _keeps_on_device(self, value: Any) -> bool:
         """A tensor the step can gather from without a check on the host: a scalar, or one entry per env."""
@@ -197,7 +235,7 @@ class ObjectiveTracker:
         for done, gathered, scalar in pending:
             indices = done_host[at_done:at_done + done.numel()]
             at_done += done.numel()
-            self._count_episodes(indices)
+            counted = self._count_episodes(indices)
             if gathered is None:
                 continue
             taken = value_host[at_value:at_value + gathered.numel()]
@@ -205,42 +243,53 @@ class ObjectiveTracker:
             if scalar:
                 self._record_scalar(taken)
             else:
-                self._record(indices, taken)
+                self._record(indices, taken, set(counted))
 
-    def _count_episodes(self, done_indices: Sequence[int]) -> None:
+    def _count_episodes(self, done_indices: Sequence[int]) -> List[int]:
+        """Count the finished episodes; return the envs whose episode counts (not its first)."""
+        counted: List[int] = []
         for i in done_indices:
             if 0 <= i < self.num_envs:
                 self.episodes[i] += 1
+                self.since_reset[i] += 1
                 if self.episodes[i] == 2:
                     self.envs_done_twice += 1
+                if self.episodes[i] >= 2:
+                    counted.append(i)
+                    if not self.counted[i]:
+                        self.counted[i] = True
+                        self.num_counted += 1
+        return counted
 
     def _record_scalar(self, values: Optional[List[float]]) -> None:
         if values:
             self.scalar = values[0]
             self._recent.append(values[0])
 
-    def _record(self, done: Sequence[int], values: Optional[List[float]]) -> None:
+    def _record(self, done: Sequence[int], values: Optional[List[float]], counted: AbstractSet[int]) -> None:
+        """The values of the envs in ``done`` (aligned), kept for those whose episode counts."""
         if values is None:
             return
         for i, v in zip(done, values):
-            if not 0 <= i < self.num_envs:
+            if i not in counted:
                 continue
             self.last_per_env[i] = v
             self._recent.append(v)
-            if not self.finished[i]:
-                self.finished[i] = True
-                self.num_finished += 1
+            if not self.valued[i]:
+                self.valued[i] = True
+                self.num_valued += 1
 
     @property
     def value(self) -> Optional[float]:
-        """The env-reported objective, or None while unknown (not every env finished two episodes)."""
+        """The env-reported objective, or None while unknown (too few counted episodes)."""
         if not self.ready:
             return None
         if self.scalar is not None:
             return self.scalar
-        if self.num_finished < self.num_envs:
+        if self.num_valued < self.needed:
             return None
-        return sum(self.last_per_env) / self.num_envs
+        return math.fsum(v for v, known in zip(self.last_per_env, self.valued) if known) / self.num_valued
+
 
 class MemberObjective:
     """What PBT ranks a member by: the task's ``key`` when it reports it, else each finished episode's
@@ -250,7 +299,7 @@ class MemberObjective:
         self.reported = ObjectiveTracker(key, num_envs)
         self.returns = ObjectiveTracker(fallback_key, num_envs)
 
-    def update(self, infos: Any, done_indices: Sequence[int]) -> None:
+    def update(self, infos: Any, done_indices: Any) -> None:
         self.reported.update(infos, done_indices)
         self.returns.update(infos, done_indices)
 
@@ -261,7 +310,7 @@ class MemberObjective:
 
     @property
     def value(self) -> Optional[float]:
-        """The objective over each env's last finished episode (None until every env finished two)."""
+        """The objective over each env's last counted episode (None while too few envs have one)."""
         return self.scoring.value
 
     @property
@@ -270,11 +319,12 @@ class MemberObjective:
         return list(self.scoring.recent)
 
     @property
-    def reported_value(self) -> Optional[float]:
-        """The task's own objective (None when it does not report ``key``)."""
-        return self.reported.value if self.reported.seen else None
+    def mixed(self) -> bool:
+        """The objective still includes episodes begun before the last change of weights."""
+        return self.scoring.mixed
 
     def reset(self) -> None:
-        """Forget everything (after the member's weights were replaced)."""
+        """New weights in the running agent: measure the objective anew (which key the task
+        reports, and each env's count of episodes, stay)."""
         self.reported.reset()
         self.returns.reset()

@@ -25,7 +25,7 @@ CRIPPLED = 3
 EXEC_CRIPPLED = 2
 MODES = {CRIPPLED: "inplace", EXEC_CRIPPLED: "exec"}
 INTERVAL = 40_000
-MAX_FRAMES = 400_000  # replaced members measure their objective again (2 episodes) before the end
+MAX_FRAMES = 400_000  # replaced members measure their objective again before the end
 NUM_ENVS = 256
 EXPERIMENT = "obs"
 

@@ -19,6 +19,7 @@ from rl_games.common.algo_observer import AlgoObserver
 
 from pbt.errors import ConfigError, PbtError, WorkspaceError, did_you_mean
 from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
+from pbt.pacing import wait_for_peers
 from pbt.rl_games.agent import AgentAdapter
 from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
 from pbt.rl_games.registry import adapter_class, algo_name, make_adapter
@@ -224,7 +225,13 @@ class WorkerObserver(AlgoObserver):
         else:
             self.member.observe(objective)
             if self.member.due(frame):
-                self.exploiter.iterate(frame, objective, final=self.finishing(frame, epoch_num))
+                final = self.finishing(frame, epoch_num)
+                self.exploiter.iterate(frame, objective, final=final)
+                if not final:  # pacing: far ahead of the slowest peer, wait for its evidence
+                    wait_for_peers(self.member.pbt, frame, self.member.check_peers, self.member.liveness,
+                                   lambda: self.stop_signal is not None)
+                    if self.stop_signal is not None:
+                        self.stop_on_signal()
         if self.finishing(frame, epoch_num):
             from pbt.storage.liveness import FINISHED
 
@@ -247,7 +254,7 @@ class WorkerObserver(AlgoObserver):
         tracker = self.score.reported if self.score is not None else None
         if self.key_checked or tracker is None:
             return
-        if tracker.seen or not tracker.ready:
+        if tracker.seen or not tracker.settled:
             if tracker.seen:
                 self.key_checked, self.last_infos = True, None
             return
@@ -304,10 +311,6 @@ class WorkerObserver(AlgoObserver):
         return float(meter.get_mean()[0])
 
     def objective(self) -> Optional[float]:
-        """The objective: the env's key when it reports one, else the mean episode return (both over
-        each env's last finished episode, known once every env finished two episodes)."""
+        """The objective PBT ranks by: the env's key when it reports one, else the mean episode
+        return (both over each env's last counted episode: :mod:`pbt.objective`)."""
         return None if self.score is None else self.score.value
-
-    def reported_objective(self) -> Optional[float]:
-        """The task's own objective for the run summary (None when the task does not report it)."""
-        return None if self.score is None else self.score.reported_value

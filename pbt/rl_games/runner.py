@@ -37,6 +37,8 @@ class RunSummary:
     wall_time: float
     mean_reward: float
     objective: Optional[float]
+    """The objective PBT ranks by (the task's ``pbt.objective``, else the mean episode return) at the
+    end; None while unknown (new weights in the last moments of the run)."""
     start_frame: int = 0
     """Frames already trained when this process started (restored from a checkpoint)."""
 
@@ -258,7 +260,7 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
 def summarize(observer: "WorkerObserver", wall_time: float) -> RunSummary:
     """The summary of a finished training run, from its observer."""
     return RunSummary(frames=int(observer.algo.frame), wall_time=wall_time, mean_reward=observer.mean_reward(),
-                      objective=observer.reported_objective(), start_frame=observer.start_frame)
+                      objective=observer.objective(), start_frame=observer.start_frame)
 
 
 def prepare_task_backend(cfg: DictConfig) -> TaskRef:

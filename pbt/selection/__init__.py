@@ -9,7 +9,7 @@ argument; peers are visited in policy_idx order, so a decision is reproducible f
 - :mod:`pbt.selection.population`: the view of the population, ranking, groups, donor eligibility;
 - :mod:`pbt.selection.dexpbt`, :mod:`pbt.selection.threshold`, :mod:`pbt.selection.truncation`,
   :mod:`pbt.selection.tournament`: the strategies;
-- :mod:`pbt.selection.experience`: equal-experience comparison (records as of one iteration);
+- :mod:`pbt.selection.experience`: equal-experience comparison (each peer paired with this member);
 - :mod:`pbt.selection.registry`: name -> strategy, and ``decide`` / ``initial_mutation``;
 - :mod:`pbt.selection.stats`: the Welch t-test behind the significance gate.
 """

@@ -9,7 +9,7 @@ rule ranks.
 import abc
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     AbstractSet,
@@ -64,9 +64,10 @@ class Decision:
     """Hyperparameters in force before the decision (the own record's)."""
     params_after: Dict[str, Any]
     """Hyperparameters to train with next (equal to params_before when keeping)."""
-    compared_iteration: Optional[int] = None
-    """The iteration at which members were ranked (equal experience: earlier than this member's
-    own when a peer is behind); None when no comparison was made."""
+    compared: Dict[int, Tuple[int, int]] = field(default_factory=dict)
+    """Equal experience: policy_idx -> (the peer's iteration, this member's iteration) at which
+    each peer with a known objective was compared (:mod:`pbt.selection.experience`); empty when
+    records were compared as they are."""
 
     @property
     def donor_idx(self) -> Optional[int]:
@@ -105,10 +106,10 @@ class SelectionGates(Section):
     objectives are higher than this member's with a one-sided Welch t-test p-value below this
     (as in the original PBT paper). null disables the test (means only)."""
     equal_experience: bool = True
-    """Rank members at equal experience: when a peer's newest record is at an earlier iteration
-    than this member's, every member is compared by its objective at that iteration (records carry
-    their objective history), so fast members are not judged against slow members' early
-    objectives (:mod:`pbt.selection.experience`). false: compare newest records as they are."""
+    """Rank members at equal experience, pairwise: each peer is compared with this member at the
+    newest iteration both have an objective for (records carry their objective history), so fast
+    members are not judged against slow members' early objectives and no slow or unscored peer
+    holds back the others (:mod:`pbt.selection.experience`). false: compare newest records as they are."""
     dbg_mode: bool = False
     """Debug: every member past start_after/initial_delay acts (worst-group, hysteresis and
     known-objective gates are skipped). Only for testing the restart machinery; only DexPBT's rule
@@ -179,6 +180,12 @@ class Strategy(abc.ABC):
     def check_config(cls, cfg: Any) -> None:
         """Start-up checks of the whole ``pbt`` config (a :class:`pbt.config.PbtConfig`) when this
         strategy is selected; ConfigError saying what to change. Default: none."""
+
+    @property
+    def window(self) -> int:
+        """How many of a member's recent objectives this strategy averages (equal experience
+        translates peers by this member's progress over the same window)."""
+        return 1
 
     @abc.abstractmethod
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:

@@ -1,21 +1,37 @@
-"""Equal-experience comparison: rank members at the same iteration, whatever their speed.
+"""Equal-experience comparison: each peer is compared with this member at equal experience.
 
-A member only sees its peers' newest records at an iteration <= its own. When a hyperparameter
-changes the cost of an update (``mini_epochs``, minibatch size, network size), fast members reach
-iteration 10 while slow ones are at 3; ranking the fast member's iteration-10 objective against
-the slow members' iteration-3 objectives lets a bad fast member look fine against peers that are
-merely early. So every record carries its member's objective history, and the comparison is made
-at the *compared iteration* c: the oldest newest-iteration among the live peers (and this
-member's own). Each member is ranked by its objective at c (its history entry at c; the newest
-entry before c when it skipped c; the oldest entry after c when its history starts later, after a
-weight replacement). Donor weights are still the donor's newest checkpoint.
+When a hyperparameter changes the cost of an update (``mini_epochs``, minibatch size, network
+size), fast members reach iteration 10 while slow ones are at 3. Ranking the fast member's
+iteration-10 objective against the slow members' iteration-3 objectives lets a bad fast member look
+fine against peers that are merely early. So every record carries its member's objective history
+(since its weights last came from a donor), and the comparison is made *pairwise*:
 
-Pure functions: records in, records out (copies whose ``objective`` and ``history`` are the
-values at c), no I/O.
+* **The pair's iterations.** A peer is compared with this member at the newest iteration at which
+  both have a known (finite) objective (an objective measured partly on the weights before a change
+  is not kept in the history: :attr:`pbt.objective.ObjectiveTracker.mixed`). When they have none in common (one of them took a donor's
+  weights since, or its objective was unknown for a while), the peer is taken at its newest known
+  iteration and this member at its oldest known iteration at or after that one. A peer's record is
+  therefore never taken at more frames than this member's compared record, and no peer (the slowest,
+  one that just took weights, one whose objective is unknown) holds back the comparison with the others.
+* **What strategies rank.** Each peer's record is translated into this member's present: its
+  objective (and its objective history and recent episode objectives) plus this member's own
+  progress since the pair's iteration (own objective now minus own objective there). The peer's lead
+  over this member at equal experience is thus exactly its lead in the population a strategy ranks,
+  so threshold cuts, DexPBT's groups and thresholds, truncation's quantiles, tournaments and the
+  significance test all rank what they always ranked, on one scale: this member's newest objective.
+  A strategy that averages a member's last ``window`` objectives (tournament's ``eval_loop``) gets
+  the translation of the same window, so the averages compare at equal experience too.
+* **Limits.** Two peers are compared with each other only through this member (each at its own pair
+  iteration), and the translation assumes the gap at the pair's iteration persists: a peer compared
+  at an old iteration (it is slow, or it just took weights) is judged by that old gap. A peer's
+  weights are always its newest checkpoint. A member whose own objective is unknown or diverged is
+  judged as it is (no translation); a diverged peer stays diverged (it ranks last).
+
+Pure functions: records in, records out, no I/O.
 """
 import dataclasses
 import math
-from typing import TYPE_CHECKING, AbstractSet, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
 from pbt.storage.bounds import is_sample
 from pbt.storage.record import MAX_HISTORY
@@ -29,53 +45,90 @@ def _finite(value: Optional[float]) -> bool:
     return is_sample(value)
 
 
-def objective_at(record: "Record", iteration: int) -> Optional[float]:
-    """The member's objective at ``iteration`` from its record's history.
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """Where one peer was compared with this member: the peer's objective at ``peer_iteration``
+    against this member's at ``own_iteration`` (never earlier than the peer's)."""
 
-    At or after the record's own iteration: the record's objective. Otherwise, among the history's
-    known (finite) objectives: the one at ``iteration``, else the newest before it, else the oldest
-    after it (its history starts later: it took a donor's weights since, and its first episodes
-    were still running), else the record's objective (no known history: e.g. a record written by
-    an earlier version).
-    """
-    if iteration >= record.iteration:
-        return record.objective
-    known = {i: o for i, o in record.history.items() if i <= record.iteration and _finite(o)}
-    before = [i for i in known if i <= iteration]
-    if before:
-        return known[max(before)]
-    after = [i for i in known if i > iteration]
-    return known[min(after)] if after else record.objective
+    peer_iteration: int
+    own_iteration: int
+    peer_objective: float
+    own_objective: float
 
 
-def at_iteration(record: "Record", iteration: int) -> "Record":
-    """A copy of ``record`` as of ``iteration``: its objective there and its history up to there
-    (checkpoint, params and episode returns stay the newest: a donor gives its newest weights)."""
-    if iteration >= record.iteration or not record.history:
-        return record
-    history = {i: o for i, o in record.history.items() if i <= iteration}
-    return dataclasses.replace(record, objective=objective_at(record, iteration), history=history)
+def known(record: "Record") -> Dict[int, float]:
+    """Iteration -> the member's known (finite) objective: its history up to its record's iteration,
+    and the record's own objective at that iteration (it is the newest word there)."""
+    values = {i: float(o) for i, o in record.history.items()  # type: ignore[arg-type]
+              if i < record.iteration and _finite(o)}
+    if _finite(record.objective):
+        values[record.iteration] = float(record.objective)  # type: ignore[arg-type]
+    return values
 
 
-def compared_iteration(own: "Record", view: Dict[int, Optional["Record"]], stale: AbstractSet[int]) -> int:
-    """The iteration members are compared at: the smallest newest-iteration of the peers in
-    ``view`` that have a record and are not ``stale`` (a dead member must not freeze everyone's
-    comparison at its last iteration), and never later than own. Own iteration when this member's
-    own objective is not a finite number (unknown or diverged: it is judged as it is now)."""
+def pair(own: Mapping[int, float], peer: Mapping[int, float]) -> Optional[Pair]:
+    """Where a peer with known objectives ``peer`` is compared with a member with ``own`` (both
+    from :func:`known`): their newest common iteration; else the peer's newest known iteration (up to
+    this member's newest) against this member's oldest known iteration at or after it. None when
+    either has none."""
+    if not own:
+        return None
+    common = set(own) & set(peer)
+    if common:
+        at = max(common)
+        return Pair(at, at, peer[at], own[at])
+    newest_own = max(own)
+    peer_iterations = [i for i in peer if i <= newest_own]
+    if not peer_iterations:
+        return None
+    at = max(peer_iterations)
+    mine = min(i for i in own if i >= at)
+    return Pair(at, mine, peer[at], own[mine])
+
+
+def window_mean(values: Mapping[int, float], up_to: int, window: int) -> Optional[float]:
+    """Mean of the newest ``window`` of ``values`` at iterations <= ``up_to``; None when there is none."""
+    chosen = sorted((i for i in values if i <= up_to), reverse=True)[:window]
+    if not chosen:
+        return None
+    return math.fsum(values[i] for i in chosen) / len(chosen)
+
+
+def translated(record: "Record", peer_known: Mapping[int, float], at: Pair, shift: float) -> "Record":
+    """A copy of the peer's ``record`` as of the pair's iteration, moved by ``shift`` (this member's
+    progress since its side of the pair): objective, history and episode objectives. Checkpoint,
+    params and readiness stay the newest (a donor gives its newest weights)."""
+    history: Dict[int, Optional[float]] = {i: o + shift for i, o in peer_known.items() if i <= at.peer_iteration}
+    return dataclasses.replace(record, iteration=at.peer_iteration, objective=at.peer_objective + shift,
+                               history=history, episode_returns=[x + shift for x in record.episode_returns])
+
+
+def align(own: "Record", view: Mapping[int, Optional["Record"]],
+          window: int = 1) -> Tuple[List["Record"], Dict[int, Pair]]:
+    """(peers' records for the strategy, policy_idx -> the pair each compared peer was taken at).
+
+    Peers with a known objective are translated into this member's present (see the module
+    docstring); the others (unknown, diverged) are passed as they are. Nothing is translated when
+    this member's own objective is unknown or diverged. ``window``: how many recent objectives the
+    strategy averages per member."""
+    peers = [r for i, r in sorted(view.items()) if r is not None and i != own.policy_idx]
     if not _finite(own.objective):
-        return own.iteration
-    iterations = [r.iteration for i, r in view.items()
-                  if r is not None and i != own.policy_idx and i not in stale]
-    return min([own.iteration] + iterations)
-
-
-def align(own: "Record", view: Dict[int, Optional["Record"]],
-          stale: AbstractSet[int] = frozenset()) -> Tuple["Record", List["Record"], int]:
-    """(own record, peers' records, compared iteration) with every record as of that iteration."""
-    iteration = compared_iteration(own, view, stale)
-    peers = [at_iteration(r, iteration) for i, r in sorted(view.items())
-             if r is not None and i != own.policy_idx]
-    return at_iteration(own, iteration), peers, iteration
+        return peers, {}
+    mine = known(own)
+    now = window_mean(mine, own.iteration, window)
+    out: List["Record"] = []
+    pairs: Dict[int, Pair] = {}
+    for record in peers:
+        theirs = known(record)
+        at = pair(mine, theirs) if record.objective is None or _finite(record.objective) else None
+        if at is None or now is None:
+            out.append(record)
+            continue
+        then = window_mean(mine, at.own_iteration, window)
+        shift = 0.0 if then is None else now - then
+        pairs[record.policy_idx] = at
+        out.append(translated(record, theirs, at, shift))
+    return out, pairs
 
 
 def fitness(record: Optional["Record"], eval_loop: int) -> Optional[float]:
@@ -83,21 +136,23 @@ def fitness(record: Optional["Record"], eval_loop: int) -> Optional[float]:
     record's objective first); None when it has none. A non-finite newest objective is None."""
     if record is None or record.objective is None or not _finite(record.objective):
         return None
-    values: List[float] = [float(record.objective)]
-    for i in sorted((i for i in record.history if i < record.iteration), reverse=True):
-        if len(values) >= eval_loop:
-            break
-        value = record.history[i]
-        if value is not None and _finite(value):
-            values.append(float(value))
-    return math.fsum(values) / len(values)
+    return window_mean(known(record), record.iteration, eval_loop)
 
 
-def describe(own: "Record", iteration: int) -> str:
-    """'' when nothing was aligned, else which iterations were compared (for the decision's reason)."""
-    if iteration >= own.iteration:
+def describe(own: "Record", pairs: Mapping[int, Pair]) -> str:
+    """'' when every peer was compared at this member's newest iteration, else at which iteration
+    each compared peer was taken (for the decision's reason and the lineage)."""
+    if all(p.peer_iteration == own.iteration == p.own_iteration for p in pairs.values()):
         return ""
-    return f"; compared at iteration {iteration} (own newest {own.iteration}): equal experience"
+    groups: Dict[Tuple[int, int], List[int]] = {}
+    for idx, p in sorted(pairs.items()):
+        groups.setdefault((p.peer_iteration, p.own_iteration), []).append(idx)
+    parts = []
+    for (theirs, mine), members in sorted(groups.items()):
+        names = ", ".join(str(i) for i in members)
+        parts.append(f"at iteration {theirs} with {names}" if theirs == mine
+                     else f"with {names} at iteration {theirs} (own at {mine})")
+    return f"; compared at equal experience (own newest {own.iteration}): {'; '.join(parts)}"
 
 
 class ObjectiveHistory:

@@ -32,7 +32,7 @@ from pbt.mutation.scheme import perturb as perturb_params
 from pbt.sections import Section, choice_error
 from pbt.selection.base import KEEP, Context, Decision, MemberState, SelectionGates, Strategy
 from pbt.selection.dexpbt import DexPbt
-from pbt.selection.experience import align, describe
+from pbt.selection.experience import Pair, align, describe
 from pbt.selection.mfpbt import MfPbt
 from pbt.selection.pb2 import PB2
 from pbt.selection.population import check_policy_idx, invalid_donors, population_view
@@ -94,7 +94,7 @@ def default_settings() -> Dict[str, Section]:
 def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, rng: random.Random,
            *, banned_donors: AbstractSet[int] = frozenset(),
            on_refused: Optional[Callable[[int, str], None]] = None,
-           stale: AbstractSet[int] = frozenset(), members: Optional[Collection[int]] = None) -> Decision:
+           members: Optional[Collection[int]] = None) -> Decision:
     """Decide what this member does at this PBT iteration, by the strategy ``cfg.selection``.
 
     ``banned_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
@@ -104,8 +104,8 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
     ``on_refused(policy_idx, why)`` is called for each (default: logged). Never raises for a peer's
     junk, and never returns a changed hyperparameter that fails that check.
 
-    With ``gates.equal_experience`` every record is first taken as of the compared iteration
-    (:mod:`pbt.selection.experience`); ``stale`` members (no heartbeat) do not hold it back.
+    With ``gates.equal_experience`` each peer's record is first taken at equal experience with
+    this member's, pairwise (:mod:`pbt.selection.experience`): no peer holds back the others.
 
     ``members``: the policy indices ranked in an elastic population (``cfg.population_size`` None,
     :func:`pbt.selection.membership.ranked_members`); this member is always one of them.
@@ -143,17 +143,18 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
     context = Context(size, cfg.gates, mutate, frozenset(banned_donors) | frozenset(refused), perturb,
                       None if isinstance(population, int) else population, explore.search_space)
     strategy = strategy_class(cfg.strategies[cfg.selection], context)
-    compared = own.record.iteration
+    pairs: Dict[int, Pair] = {}
     if cfg.gates.equal_experience:
-        aligned, peers, compared = align(own.record, view, frozenset(stale))
-        if compared < own.record.iteration:  # the in-interval hysteresis belongs to the newest iteration
-            own = MemberState(aligned, None, own.frames_since_start)
+        peers, pairs = align(own.record, view, strategy.window)
+    else:
+        peers = [r for i, r in sorted(view.items()) if r is not None and i != own.record.policy_idx]
     decision = strategy.decide(own, peers, rng)
     if decision.donor is not None:  # the donor's newest record (its weights), not the copy ranked
         decision = dataclasses.replace(decision, donor=view.get(decision.donor.policy_idx) or decision.donor)
     elastic = "" if isinstance(population, int) else f"; elastic population: members {list(population)} ranked"
-    decision = dataclasses.replace(decision, compared_iteration=compared,
-                                   reason=decision.reason + describe(own.record, compared) + elastic)
+    compared = {i: (p.peer_iteration, p.own_iteration) for i, p in pairs.items()}
+    decision = dataclasses.replace(decision, compared=compared,
+                                   reason=decision.reason + describe(own.record, pairs) + elastic)
     decision = _checked(decision, explore)
     logger.debug("PBT policy %d: %s (%s)", own.record.policy_idx, decision.action, decision.reason)
     return decision

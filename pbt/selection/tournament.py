@@ -59,6 +59,10 @@ class Tournament(Strategy):
     initial_mutation = True
     settings: TournamentConfig
 
+    @property
+    def window(self) -> int:
+        return self.settings.eval_loop
+
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
         wait = self.waiting(own)
         if wait is not None:

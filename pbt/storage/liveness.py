@@ -69,6 +69,10 @@ EMPTY_LOCK_GRACE_SECONDS = 10.0
 """An empty or unreadable lock older than this was left by a process killed while creating it."""
 
 RUNNING = "running"
+WAITING = "waiting"
+"""Heartbeat state of a member pausing for slower peers (``pbt.max_lead``): alive, not training."""
+TRAINING_STATES = (RUNNING, WAITING)
+"""Heartbeat states of a member whose process is still on its way to its budget."""
 FINISHED = "finished"
 """Heartbeat state of a member that trained to the end: its records are final, it is not dead."""
 STOPPED = "stopped"
@@ -311,6 +315,8 @@ class MemberLiveness:
         self.token = os.urandom(8).hex()
         self.frame: Optional[int] = None
         """Set by the trainer after every epoch; the heartbeat thread publishes it."""
+        self.state = RUNNING
+        """What the heartbeat thread writes while the process lives (RUNNING, or WAITING for peers)."""
         self.final_state = EXITED
         """Written in the last heartbeat when the process ends (FINISHED, STOPPED or EXITED)."""
         self.lost: Optional[str] = None
@@ -541,7 +547,7 @@ class MemberLiveness:
                              "another process was started with the same pbt.policy_idx and took it over")
                 logger.error("%s; this process stops writing heartbeats", self.lost)
                 return
-            self.beat()
+            self.beat(self.state)
 
     def stop_thread(self) -> None:
         """Stop the heartbeat thread (before an exec restart); the lock stays held."""

@@ -19,7 +19,7 @@ from pbt.config import LivenessConfig
 from pbt.errors import PbtError, WorkspaceError
 from pbt.storage import LineageEntry, Record, WorkspaceReader
 from pbt.storage.bounds import is_future
-from pbt.storage.liveness import EXITED, FINISHED, STOPPED, UNKNOWN, Beat, judge
+from pbt.storage.liveness import ALIVE, EXITED, FINISHED, STOPPED, UNKNOWN, WAITING, Beat, judge
 from pbt.storage.reader import workspace_location
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -29,6 +29,8 @@ DEFAULT_STALE_AFTER = LivenessConfig().heartbeat_timeout
 ``pbt.heartbeat_timeout`` default, so the tools and the population agree on who is dead."""
 FINAL_STATES = (FINISHED, STOPPED, EXITED)
 """Heartbeat states of a member that said goodbye: shown as they are, never as stale."""
+WAITING_FOR_PEERS = "waiting for peers"
+"""Shown for a live member pausing until slower peers catch up (``pbt.max_lead``)."""
 STORAGE_LOGGER = "pbt.storage"
 """Parent of every storage logger (reader, lineage, best, liveness) whose warnings a snapshot collects."""
 
@@ -108,15 +110,16 @@ class MemberView:
         return statistics.median(gaps) if gaps else None
 
     def liveness(self, now: float, stale_after: float = DEFAULT_STALE_AFTER) -> str:
-        """"alive", "stale", "unknown", or the final state its heartbeat announced ("finished",
-        "stopped", "exited"). A heartbeat is judged by the members' own rule
+        """"alive", "waiting for peers" (alive, pausing: ``pbt.max_lead``), "stale", "unknown", or the
+        final state its heartbeat announced ("finished", "stopped", "exited"). A heartbeat is judged by the members' own rule
         (:func:`pbt.storage.liveness.judge`); without one a member is stale only once it is late by
         more than ``stale_after`` and three of its usual intervals between records."""
         beat = self.heartbeat
         if beat is not None:
             if beat.state in FINAL_STATES:
                 return beat.state  # it said goodbye: finished, stopped (SIGTERM) or exited (an error)
-            return judge(beat, stale_after, now).state
+            state = judge(beat, stale_after, now).state
+            return WAITING_FOR_PEERS if state == ALIVE and beat.state == WAITING else state
         seen = self.last_seen()
         if seen is None:
             return UNKNOWN

@@ -61,8 +61,8 @@ def test_two_members_exploit_in_place(tmp_path: Path, asset: Path) -> None:
     """Member 1 cannot learn (constant lr 1e-7): it is replaced by member 0 in place (same process).
     Two members: Isaac Lab's own selection rule (threshold: below mean - k * std), as Isaac Lab users
     run it (``agent.pbt.*`` maps onto it); DexPBT's worst-fraction rule wants more than 2 members.
-    The objective (mean episode return) is known once every env finished two episodes: the untrained
-    policy's episodes last the full 300 steps, so about epoch 19; then it is about -16 for member 1
+    The objective (mean episode return) is known once half the envs finished a complete (second)
+    episode: the untrained policy's episodes last the full 300 steps, so about epoch 14; then it is about -16 for member 1
     and above -8 for member 0 (see the single-worker test)."""
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     frames = 28 * EPOCH

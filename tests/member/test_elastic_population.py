@@ -21,7 +21,7 @@ from pbt.storage import LineageEntry, Record, WorkspaceReader  # noqa: E402
 
 INTERVAL = 4 * EPOCH_FRAMES
 # No member acts (start_after far beyond max_frames): an exploit would make a member's objective
-# unknown again for two episodes per env, and a joiner needs a peer with a known objective. What is
+# unknown again for a while, and a joiner needs a peer with a known objective. What is
 # tested is who is ranked (every decision's reason names the members) and the join.
 ELASTIC = ("pbt.elastic_window=1", "pbt.ready_after=0", "pbt.start_after=100000000")
 

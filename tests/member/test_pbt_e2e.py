@@ -94,7 +94,7 @@ def test_no_exploit_on_the_last_epoch(monkeypatch):
     algo = SimpleNamespace(get_full_state_weights=lambda: {}, epoch_num=7, frame=100,
                            model=SimpleNamespace(state_dict=lambda: {}))
     exploiter = Exploiter(SimpleNamespace(try_iterate=lambda *a: decision), ContinuousPpoAdapter(algo),
-                          objective=SimpleNamespace(recent=[]))
+                          objective=SimpleNamespace(recent=[], mixed=False))
     monkeypatch.setattr(exploiter, "log_decision", lambda action, d, reason, *a, **k: logged.append((action, reason)))
     monkeypatch.setattr(exploiter, "exploit_inplace", lambda *a: acted.append("inplace"))
     monkeypatch.setattr(exploiter, "restart_mode", lambda d: ("inplace", ""))
