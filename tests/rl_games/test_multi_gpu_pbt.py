@@ -5,7 +5,6 @@ pair across ranks doing different things), or TRPO with anything that rebuilds o
 from typing import Any, Dict
 
 import pytest
-import yaml
 
 from conftest import REPO
 
@@ -34,7 +33,9 @@ def compose(overrides: list) -> Dict[str, Any]:
 
 
 def network_mutation() -> Dict[str, Any]:
-    return yaml.safe_load((REPO / "configs" / "pbt" / "mutation" / "agilerl.yaml").read_text())["network_mutation"]
+    from pbt.config import hydra_nodes
+
+    return dict(hydra_nodes()["network_mutation"])  # what pbt/mutation=agilerl composes
 
 
 @pytest.mark.parametrize("algo", ["a2c_continuous", "a2c_discrete"])

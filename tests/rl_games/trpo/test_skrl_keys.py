@@ -13,6 +13,11 @@ from pbt.rl_games.trpo.settings import TrpoSettings, resolve_aliases  # noqa: E4
 C = "train.params.config."
 
 
+def trpo_settings(config: Dict[str, Any]) -> TrpoSettings:
+    """TrpoSettings of a partial config, compile off (as every TRPO config must say: refused otherwise)."""
+    return TrpoSettings.from_config({"torch_compile": False, **config})
+
+
 def build(overrides: list, tmp_path: Any, name: str) -> Any:
     from test_agent import build as build_agent
 
@@ -109,15 +114,15 @@ def test_linear_scheduler_takes_its_arguments(tmp_path) -> None:
 ])
 def test_bad_skrl_keys_are_refused_naming_the_key(kwargs: Dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        TrpoSettings.from_config(kwargs)
+        trpo_settings(kwargs)
 
 
 def test_time_limit_bootstrap_is_rl_games_value_bootstrap(tmp_path) -> None:
     config = {"num_actors": 4, "horizon_length": 8}
-    assert TrpoSettings.from_config({"time_limit_bootstrap": False}).rl_games_config(config)["value_bootstrap"] is False
-    assert "value_bootstrap" not in TrpoSettings.from_config({}).rl_games_config(config)
+    assert trpo_settings({"time_limit_bootstrap": False}).rl_games_config(config)["value_bootstrap"] is False
+    assert "value_bootstrap" not in trpo_settings({}).rl_games_config(config)
     with pytest.raises(ConfigError, match="time_limit_bootstrap=False and its rl_games name .*value_bootstrap=True"):
-        TrpoSettings.from_config({"time_limit_bootstrap": False}).rl_games_config({**config, "value_bootstrap": True})
+        trpo_settings({"time_limit_bootstrap": False}).rl_games_config({**config, "value_bootstrap": True})
     assert build([f"{C}time_limit_bootstrap=False"], tmp_path, "no_bootstrap").value_bootstrap is False
     assert build([], tmp_path, "bootstrap").value_bootstrap is True  # the shipped TRPO configs bootstrap
 
