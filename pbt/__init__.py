@@ -3,6 +3,7 @@
 Importing ``pbt`` does not import torch: the core modules (config, mutation, selection, workspace
 records, restart, launcher) run on Python 3.8 without it.
 """
+
 from pbt.errors import ConfigError, PbtError, TaskError, WorkspaceError
 
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
 """``python -m pbt.analyze <workspace> --out <dir>``: see :mod:`pbt.tools.analyze`."""
+
 import sys
 
 from pbt.tools.analyze import main

@@ -12,6 +12,7 @@ The members run as local processes (the launcher's ``processes`` backend, exactl
 ``pbt-launch`` starts them); the call returns when all of them finished. Running the same call
 again on the same ``train_dir`` resumes the population. No torch in this process.
 """
+
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,12 +50,17 @@ class PopulationResult:
         given = donations(self.snapshot)
         rows = []
         for view in self.snapshot.members:
-            rows.append({
-                "rank": view.rank, "policy_idx": view.policy_idx, "objective": view.objective,
-                "frames": view.frame, "given": given.get(view.policy_idx, 0),
-                "taken": sum(1 for entry in view.lineage if entry.action == "replace"),
-                "params": dict(view.record.params) if view.record is not None else {},
-            })
+            rows.append(
+                {
+                    "rank": view.rank,
+                    "policy_idx": view.policy_idx,
+                    "objective": view.objective,
+                    "frames": view.frame,
+                    "given": given.get(view.policy_idx, 0),
+                    "taken": sum(1 for entry in view.lineage if entry.action == "replace"),
+                    "params": dict(view.record.params) if view.record is not None else {},
+                }
+            )
         return sorted(rows, key=lambda r: (r["rank"] is None, r["rank"] or 0, r["policy_idx"]))
 
 
@@ -79,8 +85,9 @@ def run_population(
     Raises:
         PbtError: bad input (an unknown key fails in the members and gives a non-zero ``exit_code``).
     """
-    cmd = " ".join(["python -m pbt.train", f"task={task}", "pbt=pbt_default",
-                    f"pbt.num_policies={num_policies}", *overrides])
+    cmd = " ".join(
+        ["python -m pbt.train", f"task={task}", "pbt=pbt_default", f"pbt.num_policies={num_policies}", *overrides]
+    )
     rows = []
     for idx in range(num_policies):
         row = {"pbt.policy_idx": idx, "seed": 1000 + idx}

@@ -10,6 +10,7 @@ starts, so a typo fails in the first second with a "Did you mean ...?" instead o
 
 No torch, no numpy, no hydra: this module runs on Python 3.8 with the standard library only.
 """
+
 import math
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
@@ -55,11 +56,18 @@ class LivenessConfig(Section):
     on another host is taken over after this long (on the same host: as soon as its PID is gone)."""
 
     def __post_init__(self) -> None:
-        require(math.isfinite(self.heartbeat_interval) and self.heartbeat_interval > 0, "heartbeat_interval",
-                self.heartbeat_interval, "a number of seconds > 0")
-        require(math.isfinite(self.heartbeat_timeout) and self.heartbeat_timeout >= 2 * self.heartbeat_interval,
-                "heartbeat_timeout", self.heartbeat_timeout,
-                f"at least twice pbt.heartbeat_interval ({self.heartbeat_interval:g} s)")
+        require(
+            math.isfinite(self.heartbeat_interval) and self.heartbeat_interval > 0,
+            "heartbeat_interval",
+            self.heartbeat_interval,
+            "a number of seconds > 0",
+        )
+        require(
+            math.isfinite(self.heartbeat_timeout) and self.heartbeat_timeout >= 2 * self.heartbeat_interval,
+            "heartbeat_timeout",
+            self.heartbeat_timeout,
+            f"at least twice pbt.heartbeat_interval ({self.heartbeat_interval:g} s)",
+        )
 
 
 @dataclass
@@ -138,11 +146,18 @@ class PbtConfig:
 
     def __post_init__(self) -> None:
         require(self.interval_steps > 0, "interval_steps", self.interval_steps, "> 0")
-        require(self.max_lead is None or self.max_lead >= 1, "max_lead", self.max_lead,
-                ">= 1 (PBT intervals), or null to never wait for peers")
-        require(self.num_policies == ELASTIC or (isinstance(self.num_policies, int) and self.num_policies >= 1),
-                "num_policies", self.num_policies,
-                '>= 1, or "auto"')
+        require(
+            self.max_lead is None or self.max_lead >= 1,
+            "max_lead",
+            self.max_lead,
+            ">= 1 (PBT intervals), or null to never wait for peers",
+        )
+        require(
+            self.num_policies == ELASTIC or (isinstance(self.num_policies, int) and self.num_policies >= 1),
+            "num_policies",
+            self.num_policies,
+            '>= 1, or "auto"',
+        )
         require(self.elastic_window >= 1, "elastic_window", self.elastic_window, ">= 1 (PBT intervals)")
         require_choice("join", self.join, JOIN_MODES, noun="modes")
         require(bool(self.workspace), "workspace", self.workspace, "a non-empty directory name")
@@ -175,8 +190,7 @@ class PbtConfig:
         for name in flat:
             if name not in names:
                 raise ConfigError(
-                    f"Unknown PBT config key 'pbt.{name}'.{did_you_mean(name, names)} "
-                    f"Valid keys: {', '.join(names)}."
+                    f"Unknown PBT config key 'pbt.{name}'.{did_you_mean(name, names)} Valid keys: {', '.join(names)}."
                 )
         check_placement(flat)
         root = {spec.name: parse_field(spec, flat[spec.name]) for spec in _root_fields() if spec.name in flat}
@@ -245,8 +259,10 @@ def key_sections() -> Dict[str, str]:
     owner = {spec.name: "" for spec in _root_fields()}
     for key, section in section_keys(section_classes()).items():
         if key in owner:
-            raise ConfigError(f"Config key pbt.{key} is declared by the root config and by {section}: "
-                              "rename one of them (flat pbt.* keys must be unique).")
+            raise ConfigError(
+                f"Config key pbt.{key} is declared by the root config and by {section}: "
+                "rename one of them (flat pbt.* keys must be unique)."
+            )
         owner[key] = section
     return owner
 

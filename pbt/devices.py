@@ -1,4 +1,5 @@
 """Device and thread defaults for a worker."""
+
 import os
 from typing import Mapping, Optional
 
@@ -40,7 +41,9 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_torch_threads(requested: int, workers_sharing_machine: int = 1, env: Optional[Mapping[str, str]] = None) -> int:
+def default_torch_threads(
+    requested: int, workers_sharing_machine: int = 1, env: Optional[Mapping[str, str]] = None
+) -> int:
     """Threads for torch's intra-op pool.
 
     ``requested`` > 0 wins. Otherwise OMP_NUM_THREADS if set, else the available cores divided among

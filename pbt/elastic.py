@@ -7,6 +7,7 @@ exported into the member's run directory (verified, at the donor's frame count: 
 continues the donor's experience, so it ranks at equal experience and stops at the same
 ``max_frames`` as the population) and its hyperparameters are mutated.
 """
+
 import logging
 import time
 from pathlib import Path
@@ -16,8 +17,14 @@ from pbt.config import PbtConfig
 from pbt.errors import CorruptRecordError, WorkspaceError
 from pbt.mutation import checked_params
 from pbt.mutation.scheme import mutate_params
-from pbt.selection.membership import (Membership, join_donor, plausible_frame, ranked_members, seconds_per_interval,
-                                      window_seconds)
+from pbt.selection.membership import (
+    Membership,
+    join_donor,
+    plausible_frame,
+    ranked_members,
+    seconds_per_interval,
+    window_seconds,
+)
 from pbt.selection.population import merge_params
 from pbt.storage import Record, Workspace
 from pbt.storage.liveness import ALIVE, RUNNING, PeerStatus
@@ -46,11 +53,14 @@ class ElasticPopulation:
         pace = seconds_per_interval(self.progress, self.cfg.interval_steps)
         return window_seconds(self.cfg.elastic_window, pace, max(0.0, now - self.started_at))
 
-    def members(self, records: Mapping[int, Record], statuses: Mapping[int, PeerStatus],
-                now: Optional[float] = None) -> Membership:
+    def members(
+        self, records: Mapping[int, Record], statuses: Mapping[int, PeerStatus], now: Optional[float] = None
+    ) -> Membership:
         """The members ranked now (own index included); a change is logged once."""
         now = time.time() if now is None else now
-        training = {i for i, s in statuses.items() if s.state == ALIVE and s.beat is not None and s.beat.state == RUNNING}
+        training = {
+            i for i, s in statuses.items() if s.state == ALIVE and s.beat is not None and s.beat.state == RUNNING
+        }
         membership = ranked_members(self.cfg.policy_idx, records, training, now, self.window_seconds(now))
         if membership.members != self.ranked:
             self._log_change(membership)
@@ -68,15 +78,23 @@ class ElasticPopulation:
             parts.append("left: " + "; ".join(f"{i} ({membership.left_out.get(i, 'no record')})" for i in left))
         log.info("PBT policy %d (elastic population): %s", self.cfg.policy_idx, ", ".join(parts))
 
-    def join(self, workspace: Workspace, statuses: Mapping[int, PeerStatus], params: Mapping[str, Any],
-             run_dir: Path, rng: Any, max_frames: Optional[int] = None) -> Optional[Tuple[Record, Path, Dict[str, Any]]]:
+    def join(
+        self,
+        workspace: Workspace,
+        statuses: Mapping[int, PeerStatus],
+        params: Mapping[str, Any],
+        run_dir: Path,
+        rng: Any,
+        max_frames: Optional[int] = None,
+    ) -> Optional[Tuple[Record, Path, Dict[str, Any]]]:
         """Join from the best member (``pbt.join=best``): (donor record, its checkpoint exported into
         ``run_dir`` at the donor's frame, mutated hyperparameters); None when no peer has an
         objective yet (or none can be used: each refusal is logged), so the member starts fresh.
         Donors are members alive and training whose frame count is plausible (below ``max_frames``)."""
         records = workspace.latest_records()
-        training = {i for i, s in statuses.items()
-                    if s.state == ALIVE and s.beat is not None and s.beat.state == RUNNING}
+        training = {
+            i for i, s in statuses.items() if s.state == ALIVE and s.beat is not None and s.beat.state == RUNNING
+        }
         refused: Set[int] = set()
         explore = self.cfg.explore
         while True:
@@ -88,8 +106,12 @@ class ElasticPopulation:
             implausible = plausible_frame(donor, self.cfg.interval_steps, max_frames)
             problems = problems + ([implausible] if implausible else [])
             if problems:
-                log.warning("PBT policy %d: member %d is no donor to join from: %s", self.cfg.policy_idx,
-                            donor.policy_idx, "; ".join(problems))
+                log.warning(
+                    "PBT policy %d: member %d is no donor to join from: %s",
+                    self.cfg.policy_idx,
+                    donor.policy_idx,
+                    "; ".join(problems),
+                )
                 refused.add(donor.policy_idx)
                 continue
             try:
@@ -98,6 +120,7 @@ class ElasticPopulation:
                 log.warning("PBT policy %d: cannot join from member %d: %s", self.cfg.policy_idx, donor.policy_idx, exc)
                 refused.add(donor.policy_idx)
                 continue
-            clean, _ = checked_params(mutate_params(base, explore, rng), base, explore.mutation, explore.bounds,
-                                      explore.search_space)
+            clean, _ = checked_params(
+                mutate_params(base, explore, rng), base, explore.mutation, explore.bounds, explore.search_space
+            )
             return donor, path, {**base, **clean}

@@ -3,6 +3,7 @@
 Messages follow one rule: say what failed, then how to fix it (and "did you mean ...?" where a
 close match exists).
 """
+
 from difflib import get_close_matches
 from typing import Iterable
 

@@ -3,6 +3,7 @@
 Hydra answers an unknown group option with a stack of its own; this says which option was meant
 ("did you mean") and where the options live. Standard library only (Python 3.8).
 """
+
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -12,8 +13,9 @@ CHECKED_GROUPS = ("pbt/selection", "pbt/search_space", "pbt/mutation")
 """The groups whose command-line choices are checked."""
 
 
-def check_group_choices(overrides: Sequence[str], config_dir: Path,
-                        registered: Mapping[str, Sequence[str]] = {}) -> None:
+def check_group_choices(
+    overrides: Sequence[str], config_dir: Path, registered: Mapping[str, Sequence[str]] = {}
+) -> None:
     """ConfigError for an override choosing an option of a checked group that has no config file
     and is not among the ``registered`` (generated) options of that group."""
     for item in overrides:
@@ -25,5 +27,7 @@ def check_group_choices(overrides: Sequence[str], config_dir: Path,
         options = sorted({*files, *registered.get(key, ())})
         if value not in options:
             where = f"the files in configs/{key}/" if files else "built in"
-            raise ConfigError(f"{key}={value}: there is no such option.{did_you_mean(value, options)} "
-                              f"Options: {', '.join(options)} ({where}).")
+            raise ConfigError(
+                f"{key}={value}: there is no such option.{did_you_mean(value, options)} "
+                f"Options: {', '.join(options)} ({where})."
+            )

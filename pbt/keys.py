@@ -2,6 +2,7 @@
 
 No torch, no hydra: runs on Python 3.8 with the standard library only.
 """
+
 from difflib import get_close_matches
 from typing import Any, Dict, List, Mapping, MutableMapping, Sequence, Tuple
 
@@ -92,8 +93,8 @@ def _existing_prefix(dotted_key: str, flat: List[str]) -> str:
 def _close_keys(dotted_key: str, prefix: str, flat: List[str]) -> List[str]:
     """Existing keys close to ``dotted_key``, comparing only the part after the shared prefix (long
     common prefixes would otherwise make every sibling look close)."""
-    under = [k[len(prefix):] for k in flat if k.startswith(prefix)]
-    close = get_close_matches(dotted_key[len(prefix):], under, n=3, cutoff=0.6)
+    under = [k[len(prefix) :] for k in flat if k.startswith(prefix)]
+    close = get_close_matches(dotted_key[len(prefix) :], under, n=3, cutoff=0.6)
     return [prefix + k for k in close]
 
 

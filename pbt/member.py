@@ -5,6 +5,7 @@ The rl_games glue (:mod:`pbt.rl_games`) feeds it numbers and an opaque state dic
 disk goes through :class:`pbt.storage.Workspace`; every decision comes from
 :func:`pbt.selection.decide`; the restart itself is :mod:`pbt.restart`.
 """
+
 import logging
 import random
 import time
@@ -29,13 +30,11 @@ from pbt.mutation.network import (
 from pbt.mutation.scheme import warn_zero_valued
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
-from pbt.mutation.network import (NetworkTracker, explore_settings, network_overrides, network_value,
-                                  plan_network, resume_network)
 from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
 from pbt.selection.experience import ObjectiveHistory
-from pbt.storage import LineageEntry, Record, Workspace
 from pbt.selection.pb2_data import IntervalHistory
+from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.format import LOCK_FILE
 from pbt.storage.lineage import STARTUP
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
@@ -65,8 +64,7 @@ def disallowed_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[in
     stale = set(stale)
     known = [float(r.objective) for r in records if r.objective is not None and r.has_objective]
     best = max(known) if known else None
-    return {r.policy_idx for r in records
-            if r.policy_idx in stale and not (r.has_objective and r.objective == best)}
+    return {r.policy_idx for r in records if r.policy_idx in stale and not (r.has_objective and r.objective == best)}
 
 
 def is_io_error(exc: BaseException) -> bool:
@@ -89,8 +87,12 @@ def resumed_params(configured: Mapping[str, Any], saved: Any, cfg: PbtConfig, so
     explore = cfg.explore
     clean, problems = checked_params(saved, configured, explore.mutation, explore.bounds, explore.search_space)
     for problem in problems:
-        log.warning("PBT policy %d: not resuming a hyperparameter from %s: %s; using the configured value",
-                    cfg.policy_idx, source, problem)
+        log.warning(
+            "PBT policy %d: not resuming a hyperparameter from %s: %s; using the configured value",
+            cfg.policy_idx,
+            source,
+            problem,
+        )
     return {key: clean.get(key, value) for key, value in configured.items()}
 
 
@@ -101,8 +103,9 @@ def pbt_seed(cfg: PbtConfig, run_seed: int, frame: int) -> int:
     return zlib.crc32(f"{base}:{cfg.policy_idx}:{frame}".encode()) & 0x7FFFFFFF
 
 
-def startup_reason(cfg: PbtConfig, before: Mapping[str, Any], sample: Mapping[str, Any],
-                   params: Mapping[str, Any]) -> str:
+def startup_reason(
+    cfg: PbtConfig, before: Mapping[str, Any], sample: Mapping[str, Any], params: Mapping[str, Any]
+) -> str:
     """The lineage reason of a fresh member's start: ``sample`` is its initial mutation of ``before``,
     ``params`` that with the search space's fixed values."""
     if cfg.explore.search_space and sample != before:
@@ -122,7 +125,9 @@ def configured_max_frames(cfg: Mapping[str, Any]) -> Optional[int]:
 class PbtMember:
     """Start-up and per-iteration PBT logic of one member (policy_idx) of the population."""
 
-    def __init__(self, cfg: Dict[str, Any], run_dir: Path, argv: Sequence[str], shaping: Optional[RewardShaping] = None) -> None:
+    def __init__(
+        self, cfg: Dict[str, Any], run_dir: Path, argv: Sequence[str], shaping: Optional[RewardShaping] = None
+    ) -> None:
         self.cfg = cfg
         self.pbt = PbtConfig.from_mapping(cfg["pbt"])
         self.pbt.validate_population()
@@ -158,14 +163,21 @@ class PbtMember:
         process holds it), resume from the workspace or mutate a fresh member once, and start the
         heartbeat; return the updated config."""
         self.workspace.probe_writable()
-        self.liveness = MemberLiveness(self.workspace.store, self.workspace.own_key, self.pbt.policy_idx,
-                                       self.pbt.liveness.heartbeat_interval, self.pbt.liveness.heartbeat_timeout)
+        self.liveness = MemberLiveness(
+            self.workspace.store,
+            self.workspace.own_key,
+            self.pbt.policy_idx,
+            self.pbt.liveness.heartbeat_interval,
+            self.pbt.liveness.heartbeat_timeout,
+        )
         self.liveness.acquire()
         try:
             if not is_restarted() and not self.cfg.get("checkpoint"):
                 self._resume_or_start()
             elif not is_restarted():  # a fresh member from a checkpoint: its hyperparameters are the config's
-                self.params = with_fixed_values(self.pbt.explore.search_space, self.params, self.params, self.pbt.policy_idx)
+                self.params = with_fixed_values(
+                    self.pbt.explore.search_space, self.params, self.params, self.pbt.policy_idx
+                )
             self.liveness.start()
         except BaseException:
             self.liveness.release()
@@ -179,10 +191,17 @@ class PbtMember:
             record = self.workspace.latest_record(idx, verify=True)
             if record is not None:
                 self.resume_record = record
-                self.params = resumed_params(self.params, record.params, self.pbt, f"its record of iteration {record.iteration}")
+                self.params = resumed_params(
+                    self.params, record.params, self.pbt, f"its record of iteration {record.iteration}"
+                )
                 resume_network(self.network, record.network, f"its record of iteration {record.iteration}", idx)
-                log.info("PBT policy %d resumes from its iteration %d (frame %d) in %s",
-                         idx, record.iteration, record.frame, root)
+                log.info(
+                    "PBT policy %d resumes from its iteration %d (frame %d) in %s",
+                    idx,
+                    record.iteration,
+                    record.frame,
+                    root,
+                )
                 return
             if self.workspace.newest_iteration() is not None:
                 raise ConfigError(
@@ -204,28 +223,44 @@ class PbtMember:
             for old in moved:  # our own lock moved along with the directory: drop that copy
                 if isinstance(old, Path) and (old / LOCK_FILE).exists():  # a directory workspace's file lock
                     (old / LOCK_FILE).unlink()
-            log.warning("PBT policy %d starts over (pbt.overwrite=true): its old files were moved to %s",
-                        idx, ", ".join(str(p) for p in moved))
+            log.warning(
+                "PBT policy %d starts over (pbt.overwrite=true): its old files were moved to %s",
+                idx,
+                ", ".join(str(p) for p in moved),
+            )
         if self.elastic is not None and self.pbt.join == "best" and self._join():
             return
         lineage = self.workspace.read_lineage() if self.pbt.resume else []
         if lineage:  # killed before its first record: keep the hyperparameters it started with
             self.params = resumed_params(self.params, lineage[-1].params_after, self.pbt, "its lineage")
             resume_network(self.network, lineage[-1].network, "its lineage", idx)
-            log.info("PBT policy %d has no record yet but a lineage: starting from frame 0 with its "
-                     "recorded hyperparameters", idx)
+            log.info(
+                "PBT policy %d has no record yet but a lineage: starting from frame 0 with its "
+                "recorded hyperparameters",
+                idx,
+            )
             return
         before = dict(self.params)
         sample = initial_mutation(self.params, self.pbt, self.rng, restarted=is_restarted())
         self.params = with_fixed_values(self.pbt.explore.search_space, before, sample, self.pbt.policy_idx)
-        self.append_lineage(MUTATE, None, startup_reason(self.pbt, before, sample, self.params), before, self.params,
-                            frame=0, iteration=0, objective=None, mode=STARTUP)
+        self.append_lineage(
+            MUTATE,
+            None,
+            startup_reason(self.pbt, before, sample, self.params),
+            before,
+            self.params,
+            frame=0,
+            iteration=0,
+            objective=None,
+            mode=STARTUP,
+        )
 
     def _join(self) -> bool:
         """Join a running elastic population from its best member (:mod:`pbt.elastic`)."""
         assert self.elastic is not None
-        joined = self.elastic.join(self.workspace, self.check_peers(), self.params, self.run_dir, self.rng,
-                                   configured_max_frames(self.cfg))
+        joined = self.elastic.join(
+            self.workspace, self.check_peers(), self.params, self.run_dir, self.rng, configured_max_frames(self.cfg)
+        )
         if joined is None:
             log.info("PBT policy %d: no live peer has an objective to join from; starting fresh", self.pbt.policy_idx)
             return False
@@ -234,10 +269,21 @@ class PbtMember:
         resume_network(self.network, donor.network, f"member {donor.policy_idx}'s record", self.pbt.policy_idx)
         before, self.params = self.params, params
         self.cfg["checkpoint"] = str(path)
-        reason = (f"joined the running population from its best member {donor.policy_idx} (objective "
-                  f"{donor.objective:.4g} at iteration {donor.iteration}), hyperparameters mutated")
-        self.append_lineage(REPLACE, donor, reason, before, params, frame=donor.frame, iteration=donor.iteration,
-                            objective=None, mode=STARTUP)
+        reason = (
+            f"joined the running population from its best member {donor.policy_idx} (objective "
+            f"{donor.objective:.4g} at iteration {donor.iteration}), hyperparameters mutated"
+        )
+        self.append_lineage(
+            REPLACE,
+            donor,
+            reason,
+            before,
+            params,
+            frame=donor.frame,
+            iteration=donor.iteration,
+            objective=None,
+            mode=STARTUP,
+        )
         log.info("PBT policy %d %s", self.pbt.policy_idx, reason)
         return True
 
@@ -296,8 +342,14 @@ class PbtMember:
         if objective is not None and (self.best_interval_objective is None or objective > self.best_interval_objective):
             self.best_interval_objective = objective
 
-    def iterate(self, frame: int, objective: Optional[float], state: Mapping[str, Any],
-                episode_returns: Sequence[float], mixed: bool = False) -> Decision:
+    def iterate(
+        self,
+        frame: int,
+        objective: Optional[float],
+        state: Mapping[str, Any],
+        episode_returns: Sequence[float],
+        mixed: bool = False,
+    ) -> Decision:
         """Publish, scan the population, decide, and log the decision (the caller acts on it). A
         ``mixed`` objective (episodes begun on the weights before a change) stays out of the history."""
         iteration = self.last_iteration = frame // self.pbt.interval_steps
@@ -317,17 +369,29 @@ class PbtMember:
             banned = disallowed_donors(peers.values(), stale)
             banned |= {i for i, r in peers.items() if r.checksum in self.refusals.checksums}
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
-            decision = decide(member, list(peers.values()), explore_settings(self.network, self.pbt, self.rng),
-                              self.rng, banned_donors=banned, on_refused=self.refuse_donor,
-                              members=members)
+            decision = decide(
+                member,
+                list(peers.values()),
+                explore_settings(self.network, self.pbt, self.rng),
+                self.rng,
+                banned_donors=banned,
+                on_refused=self.refuse_donor,
+                members=members,
+            )
             plan_network(self.network, decision.action != KEEP, decision.donor, self.rng)
             self.best_interval_objective = None
             self.workspace.keep_population_best(peers)
             self.workspace.cleanup(peers)
         return decision
 
-    def try_iterate(self, frame: int, objective: Optional[float], state: Mapping[str, Any],
-                    episode_returns: Sequence[float], mixed: bool = False) -> Optional[Decision]:
+    def try_iterate(
+        self,
+        frame: int,
+        objective: Optional[float],
+        state: Mapping[str, Any],
+        episode_returns: Sequence[float],
+        mixed: bool = False,
+    ) -> Optional[Decision]:
         """``iterate`` under ``pbt.on_write_error``: when the workspace cannot be written (disk full,
         read-only...) "retry" logs the error and returns None (the caller keeps training; the next
         interval tries again), "fail" raises the WorkspaceError."""
@@ -338,15 +402,23 @@ class PbtMember:
             if self.pbt.on_write_error == "fail" or not is_io_error(exc):
                 raise
             self.write_failing = True
-            log.error("PBT policy %d: could not publish iteration %d: %s. Training goes on; the next PBT "
-                      "interval (frame %d) tries again (pbt.on_write_error=retry; set it to fail to stop "
-                      "instead).", self.pbt.policy_idx, self.last_iteration, str(exc).rstrip("."),
-                      (self.last_iteration + 1) * self.pbt.interval_steps)
+            log.error(
+                "PBT policy %d: could not publish iteration %d: %s. Training goes on; the next PBT "
+                "interval (frame %d) tries again (pbt.on_write_error=retry; set it to fail to stop "
+                "instead).",
+                self.pbt.policy_idx,
+                self.last_iteration,
+                str(exc).rstrip("."),
+                (self.last_iteration + 1) * self.pbt.interval_steps,
+            )
             return None
         if self.write_failing:
             self.write_failing = False
-            log.info("PBT policy %d: the workspace is writable again; published iteration %d",
-                     self.pbt.policy_idx, self.last_iteration)
+            log.info(
+                "PBT policy %d: the workspace is writable again; published iteration %d",
+                self.pbt.policy_idx,
+                self.last_iteration,
+            )
         return decision
 
     def save_now(
@@ -357,15 +429,31 @@ class PbtMember:
         self.flush_lineage()
         return record
 
-    def _publish(self, iteration: int, frame: int, objective: Optional[float], state: Mapping[str, Any],
-                 episode_returns: Sequence[float], mixed: bool = False) -> Record:
+    def _publish(
+        self,
+        iteration: int,
+        frame: int,
+        objective: Optional[float],
+        state: Mapping[str, Any],
+        episode_returns: Sequence[float],
+        mixed: bool = False,
+    ) -> Record:
         """Note both histories (a ``mixed`` objective stays out of them), then write the record."""
         self.history.note(iteration, None if mixed else objective)
         self.intervals.note(iteration, self.params, self.history.values)
-        return self.workspace.save(iteration, frame, objective, self.params, state, episode_returns,
-                                   frames_since_replace=frame - self.replaced_at_frame, history=self.history.values,
-                                   network=network_value(self.network), param_history=self.intervals.params,
-                                   gains=self.intervals.gains)
+        return self.workspace.save(
+            iteration,
+            frame,
+            objective,
+            self.params,
+            state,
+            episode_returns,
+            frames_since_replace=frame - self.replaced_at_frame,
+            history=self.history.values,
+            network=network_value(self.network),
+            param_history=self.intervals.params,
+            gains=self.intervals.gains,
+        )
 
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
         """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""
@@ -389,28 +477,53 @@ class PbtMember:
                 source = own
             self.workspace.export_checkpoint(source, None, dest, frame=frame, epoch=epoch)
         except (CorruptRecordError, WorkspaceError) as exc:
-            log.warning("PBT policy %d: cannot restart from %s's checkpoint (%s); keeping current weights",
-                        self.pbt.policy_idx, "its own" if source is None else f"policy {source.policy_idx}", exc)
+            log.warning(
+                "PBT policy %d: cannot restart from %s's checkpoint (%s); keeping current weights",
+                self.pbt.policy_idx,
+                "its own" if source is None else f"policy {source.policy_idx}",
+                exc,
+            )
             return None
         overrides: Dict[str, Any] = {**decision.params_after, **network_overrides(self.network)}  # + its network
         overrides["experiment"] = self.cfg["experiment"]
         return RestartPlan(dest, build_restart_argv(self.argv, overrides, str(dest)))
 
-    def append_lineage(self, action: str, donor: Optional[Record], reason: str, before: Mapping[str, Any],
-                       after: Mapping[str, Any], frame: int, iteration: int, objective: Optional[float],
-                       mode: Optional[str] = None, mode_reason: str = "", decided_at: Optional[float] = None) -> None:
+    def append_lineage(
+        self,
+        action: str,
+        donor: Optional[Record],
+        reason: str,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        frame: int,
+        iteration: int,
+        objective: Optional[float],
+        mode: Optional[str] = None,
+        mode_reason: str = "",
+        decided_at: Optional[float] = None,
+    ) -> None:
         """Record one PBT event in this member's lineage (kept pending while the disk refuses it)."""
         now = time.time()
-        self.lineage.append(LineageEntry(
-            policy_idx=self.pbt.policy_idx, iteration=iteration, frame=frame, action=action, reason=reason,
-            objective=objective,
-            donor=None if donor is None else donor.policy_idx,
-            donor_iteration=None if donor is None else donor.iteration,
-            donor_objective=None if donor is None else donor.objective,
-            mode=mode if action != KEEP else None, mode_reason=mode_reason,
-            params_before=dict(before), params_after=dict(after),
-            time=now, decided_at=now if decided_at is None else decided_at, network=network_value(self.network),
-        ))
+        self.lineage.append(
+            LineageEntry(
+                policy_idx=self.pbt.policy_idx,
+                iteration=iteration,
+                frame=frame,
+                action=action,
+                reason=reason,
+                objective=objective,
+                donor=None if donor is None else donor.policy_idx,
+                donor_iteration=None if donor is None else donor.iteration,
+                donor_objective=None if donor is None else donor.objective,
+                mode=mode if action != KEEP else None,
+                mode_reason=mode_reason,
+                params_before=dict(before),
+                params_after=dict(after),
+                time=now,
+                decided_at=now if decided_at is None else decided_at,
+                network=network_value(self.network),
+            )
+        )
 
     def flush_lineage(self) -> bool:
         """Append the pending lineage entries; True when nothing is pending."""
@@ -435,8 +548,13 @@ class DonorRefusals:
         if (idx, why) in self.logged:
             return
         self.logged.add((idx, why))
-        log.warning("PBT policy %d: refusing member %d as a donor: %s. It stays ranked but neither its weights nor "
-                    "its hyperparameters are taken while its record is like this.", self.policy_idx, idx, why)
+        log.warning(
+            "PBT policy %d: refusing member %d as a donor: %s. It stays ranked but neither its weights nor "
+            "its hyperparameters are taken while its record is like this.",
+            self.policy_idx,
+            idx,
+            why,
+        )
 
 
 class LineageLog:
@@ -461,9 +579,14 @@ class LineageLog:
             except WorkspaceError as exc:
                 if self.on_write_error == "fail" or not is_io_error(exc):
                     raise
-                log.error("PBT policy %d: could not append to its lineage (%s); %d entr%s kept in memory and "
-                          "written at the next PBT interval", self.workspace.policy_idx, str(exc).rstrip("."),
-                          len(self.pending), "y" if len(self.pending) == 1 else "ies")
+                log.error(
+                    "PBT policy %d: could not append to its lineage (%s); %d entr%s kept in memory and "
+                    "written at the next PBT interval",
+                    self.workspace.policy_idx,
+                    str(exc).rstrip("."),
+                    len(self.pending),
+                    "y" if len(self.pending) == 1 else "ies",
+                )
                 return False
             self.pending.pop(0)
         return True
@@ -491,9 +614,14 @@ class PeerWatch:
                 continue
             self.states[idx] = state
             if state == STALE:
-                log.warning("PBT policy %d: member %d looks dead (%s; limit pbt.heartbeat_timeout=%g s). It is no "
-                            "donor unless its record is the population best, and the others carry on without it.",
-                            me, idx, status.describe(), self.timeout)
+                log.warning(
+                    "PBT policy %d: member %d looks dead (%s; limit pbt.heartbeat_timeout=%g s). It is no "
+                    "donor unless its record is the population best, and the others carry on without it.",
+                    me,
+                    idx,
+                    status.describe(),
+                    self.timeout,
+                )
             elif state == FINISHED:
                 log.info("PBT policy %d: member %d finished training (%s)", me, idx, status.describe())
             elif state == ALIVE and previous == STALE:

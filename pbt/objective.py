@@ -28,6 +28,7 @@ built-in tasks at their defaults: 200-500 step episodes, 1e7-frame intervals, th
 While it still includes an episode begun on the old weights it is ``mixed``: the member's record
 carries it, but its objective history does not (peers compare at equal experience on the history).
 """
+
 import math
 from collections import deque
 from typing import AbstractSet, Any, Deque, Dict, List, Mapping, Optional, Sequence
@@ -47,8 +48,10 @@ def objective_choices(info_keys: Sequence[str]) -> str:
     """What ``pbt.objective`` may name, for error messages: the trainer statistics, then the env's keys."""
     stats = "; ".join(f"{name}: {what}" for name, what in TRAINER_STATISTICS.items())
     env = [key for key in info_keys if key not in TRAINER_STATISTICS]
-    return (f"trainer statistics: {stats}. Env info keys (dotted for nested dicts, e.g. episode.<key>): "
-            f"{', '.join(env) or 'none reported'}")
+    return (
+        f"trainer statistics: {stats}. Env info keys (dotted for nested dicts, e.g. episode.<key>): "
+        f"{', '.join(env) or 'none reported'}"
+    )
 
 
 def lookup(infos: Any, dotted_key: str) -> Any:
@@ -233,12 +236,12 @@ class ObjectiveTracker:
         value_host = torch.cat(values).tolist() if values else []
         at_done = at_value = 0
         for done, gathered, scalar in pending:
-            indices = done_host[at_done:at_done + done.numel()]
+            indices = done_host[at_done : at_done + done.numel()]
             at_done += done.numel()
             counted = self._count_episodes(indices)
             if gathered is None:
                 continue
-            taken = value_host[at_value:at_value + gathered.numel()]
+            taken = value_host[at_value : at_value + gathered.numel()]
             at_value += gathered.numel()
             if scalar:
                 self._record_scalar(taken)

@@ -3,6 +3,7 @@ Hydra composes: register the generated config nodes, rewrite the forms Hydra can
 group choices, and refuse a key that the chosen selection strategy would ignore, saying where it
 belongs (Hydra alone would only say "not in struct").
 """
+
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -39,16 +40,20 @@ def prepare(overrides: Sequence[str]) -> List[str]:
 def _pbt_key(arg: str) -> str:
     key, sep, _ = arg.partition("=")
     key = key.lstrip("+~")
-    return key[len("pbt."):] if sep and key.startswith("pbt.") else ""
+    return key[len("pbt.") :] if sep and key.startswith("pbt.") else ""
 
 
 def check_placement(overrides: Sequence[str]) -> None:
     """Refuse ``pbt.<key>=`` overrides of another strategy's settings and ``pbt.network_mutation.*``
     without a network-mutation scheme. Composes the config (without those keys) only when such a
     key is given, to learn the strategy in effect."""
-    suspects = [arg for arg in overrides
-                if strategy_of(_pbt_key(arg)) or _pbt_key(arg) in STRATEGY_ONLY_GATES
-                or _pbt_key(arg).startswith("network_mutation")]
+    suspects = [
+        arg
+        for arg in overrides
+        if strategy_of(_pbt_key(arg))
+        or _pbt_key(arg) in STRATEGY_ONLY_GATES
+        or _pbt_key(arg).startswith("network_mutation")
+    ]
     if not suspects:
         return
     rest = [arg for arg in overrides if arg not in suspects and "=" in arg and not arg.startswith("-")]

@@ -10,11 +10,12 @@ grow: it is the slowest member's anyway.
 
 Pure decision (:func:`pacing_reason`) and the waiting loop (:func:`wait_for_peers`); no torch.
 """
+
 import logging
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Tuple
 
-from pbt.storage.liveness import ALIVE, TRAINING_STATES, RUNNING, WAITING, MemberLiveness, PeerStatus
+from pbt.storage.liveness import ALIVE, RUNNING, TRAINING_STATES, WAITING, MemberLiveness, PeerStatus
 
 if TYPE_CHECKING:
     from pbt.config import PbtConfig
@@ -29,17 +30,23 @@ def slowest_live_peer(statuses: Mapping[int, PeerStatus]) -> Optional[Tuple[int,
     """(policy_idx, frame) of the peer that trained the fewest frames among those still training
     (a fresh heartbeat that says running or waiting, with a frame count); None when there is none.
     Peers that finished, stopped, died or never started hold nobody back."""
-    live = [(status.beat.frame, idx) for idx, status in statuses.items()
-            if status.state == ALIVE and status.beat is not None and status.beat.state in TRAINING_STATES
-            and status.beat.frame is not None]
+    live = [
+        (status.beat.frame, idx)
+        for idx, status in statuses.items()
+        if status.state == ALIVE
+        and status.beat is not None
+        and status.beat.state in TRAINING_STATES
+        and status.beat.frame is not None
+    ]
     if not live:
         return None
     frame, idx = min(live)
     return idx, frame
 
 
-def pacing_reason(frame: int, statuses: Mapping[int, PeerStatus], interval_steps: int,
-                  max_lead: Optional[int]) -> Optional[str]:
+def pacing_reason(
+    frame: int, statuses: Mapping[int, PeerStatus], interval_steps: int, max_lead: Optional[int]
+) -> Optional[str]:
     """Why a member at ``frame`` waits: more than ``max_lead`` intervals ahead of the slowest live
     peer; None when it may go on (``max_lead`` None: pacing off)."""
     if max_lead is None:
@@ -51,13 +58,18 @@ def pacing_reason(frame: int, statuses: Mapping[int, PeerStatus], interval_steps
     lead = (frame - peer_frame) / interval_steps
     if lead <= max_lead:
         return None
-    return (f"{lead:.1f} intervals ahead of member {idx} (frame {peer_frame}), more than "
-            f"pbt.max_lead={max_lead}")
+    return f"{lead:.1f} intervals ahead of member {idx} (frame {peer_frame}), more than pbt.max_lead={max_lead}"
 
 
-def wait_for_peers(pbt: "PbtConfig", frame: int, check: Callable[[], Mapping[int, PeerStatus]],
-                   liveness: Optional[MemberLiveness], stop: Callable[[], bool],
-                   sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time) -> float:
+def wait_for_peers(
+    pbt: "PbtConfig",
+    frame: int,
+    check: Callable[[], Mapping[int, PeerStatus]],
+    liveness: Optional[MemberLiveness],
+    stop: Callable[[], bool],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
+) -> float:
     """Wait while :func:`pacing_reason` says so (``pbt.max_lead``), or until ``stop()``; the heartbeat
     says "waiting" meanwhile. ``check()`` reads the peers' liveness. Returns the seconds waited.
     Not in an elastic population: a member joining late starts at frame 0 and would stall everyone."""

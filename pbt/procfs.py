@@ -4,6 +4,7 @@ time. Used by member liveness (is a lock's owner alive?) and by the launcher (pr
 Standard library only; on a system without ``/proc`` every reader returns None and
 :func:`is_alive` falls back to ``kill(pid, 0)``.
 """
+
 import os
 from dataclasses import dataclass
 from typing import Dict, Optional
@@ -33,7 +34,7 @@ def read_stat(pid: int) -> Optional[ProcStat]:
     except OSError:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    rest = data[data.rfind(")") + 2:].split()
+    rest = data[data.rfind(")") + 2 :].split()
     if len(rest) < 20:
         return None
     try:

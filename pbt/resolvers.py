@@ -1,5 +1,6 @@
 """OmegaConf resolvers used by the YAML configs (registered once, idempotently; no torch), and where
 those configs are."""
+
 from pathlib import Path
 from typing import Any
 

@@ -10,6 +10,7 @@ booleans as ``true``/``false``, None as ``null``, strings quoted unless they are
 :func:`format_value` is the project's one override formatter: the launcher writes its members'
 commands with it too, so a launched and a restarted member spell a value the same way.
 """
+
 import logging
 import math
 import os
@@ -137,7 +138,7 @@ def split_override_key(arg: str) -> Tuple[str, str]:
     head = arg.split("=", 1)[0]
     for prefix in _PREFIXES:
         if head.startswith(prefix):
-            return prefix, head[len(prefix):]
+            return prefix, head[len(prefix) :]
     return "", head
 
 
@@ -271,9 +272,7 @@ def _check_exec_size(command: Sequence[str]) -> None:
 
 
 def exec_restart(
-    argv: Sequence[str],
-    before_exec: Sequence[Callable[[], None]] = (),
-    module: str = DEFAULT_MODULE,
+    argv: Sequence[str], before_exec: Sequence[Callable[[], None]] = (), module: str = DEFAULT_MODULE
 ) -> NoReturn:
     """Replace this process (same PID) by ``python -m <module> <argv...>``.
 

@@ -5,6 +5,7 @@ A section reads its keys from the flat ``pbt`` mapping (checking types, with mes
 every flat key to the one section that declares it. Selection, mutation and the root config all
 build on this module, so it imports nothing of theirs. Standard library only (Python 3.8).
 """
+
 import math
 from dataclasses import Field, asdict, fields
 from typing import (
@@ -48,8 +49,7 @@ class Section:
     def from_flat(cls: Type[S], values: Mapping[str, Any]) -> S:
         """The section from those of ``values`` it declares (the rest is ignored), each value
         converted to its field's type; ConfigError naming ``pbt.<key>`` otherwise."""
-        kwargs = {f.name: parse_field(f, values[f.name])
-                  for f in fields(cls) if f.name in values}
+        kwargs = {f.name: parse_field(f, values[f.name]) for f in fields(cls) if f.name in values}
         return cls(**kwargs)
 
     def to_flat(self) -> Dict[str, Any]:
@@ -137,8 +137,7 @@ def require(ok: bool, name: str, value: Any, expected: str) -> None:
     """Raise ConfigError saying ``pbt.<name>`` must be ``expected`` unless ``ok``."""
     if not ok:
         raise ConfigError(
-            f"pbt.{name}={value!r} is out of range: it must be {expected}. "
-            f"Set pbt.{name} to a value {expected}."
+            f"pbt.{name}={value!r} is out of range: it must be {expected}. Set pbt.{name} to a value {expected}."
         )
 
 
@@ -147,15 +146,13 @@ def require_finite(name: str, value: float, low: float, expected: str = "") -> N
     require(math.isfinite(value) and value >= low, name, value, expected or f"a finite number >= {low:g}")
 
 
-def require_choice(name: str, value: str, choices: Sequence[str], noun: str = "values",
-                   what: str = "") -> None:
+def require_choice(name: str, value: str, choices: Sequence[str], noun: str = "values", what: str = "") -> None:
     """Raise ConfigError with a did-you-mean and the valid ``choices`` unless ``value`` is one."""
     if value not in choices:
         raise choice_error(name, value, choices, noun, what)
 
 
-def choice_error(name: str, value: str, choices: Sequence[str], noun: str = "values",
-                 what: str = "") -> ConfigError:
+def choice_error(name: str, value: str, choices: Sequence[str], noun: str = "values", what: str = "") -> ConfigError:
     """ConfigError for ``pbt.<name>=value`` not among ``choices`` (``what``: e.g. "selection rule ")."""
     return ConfigError(
         f"Unknown {what}pbt.{name}='{value}'.{did_you_mean(str(value), choices, n=1)} "
@@ -170,7 +167,9 @@ def section_keys(sections: Mapping[str, Type[Section]]) -> Dict[str, str]:
     for section, cls in sections.items():
         for key in cls.keys():
             if key in owner:
-                raise ConfigError(f"Config key pbt.{key} is declared by both {owner[key]} and {section}: "
-                                  "rename one of them (flat pbt.* keys must be unique).")
+                raise ConfigError(
+                    f"Config key pbt.{key} is declared by both {owner[key]} and {section}: "
+                    "rename one of them (flat pbt.* keys must be unique)."
+                )
             owner[key] = section
     return owner

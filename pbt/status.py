@@ -1,4 +1,5 @@
 """``python -m pbt.status <workspace> [--watch]``: see :mod:`pbt.tools.status`."""
+
 import sys
 
 from pbt.tools.status import main

@@ -1,4 +1,5 @@
 """``python -m pbt.train key=value ...``: train one worker (one PBT member when ``pbt`` is on)."""
+
 import logging
 import sys
 

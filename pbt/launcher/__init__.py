@@ -3,6 +3,7 @@
 Experiment modules define ``RUN_DESCRIPTION`` with the classes exported here. The launcher does not
 import torch and runs on Python 3.8.
 """
+
 from pbt.launcher.run_description import Experiment, Member, ParamGenerator, ParamGrid, ParamList, RunDescription
 
 __all__ = ["Experiment", "Member", "ParamGenerator", "ParamGrid", "ParamList", "RunDescription"]

@@ -3,6 +3,7 @@
 Read from the members' commands only (no files): ``launcher.progress`` and ``launcher.summary`` read
 each population's workspace through :mod:`pbt.tools.snapshot`, which never writes to it.
 """
+
 import os
 import shlex
 from dataclasses import dataclass
@@ -57,8 +58,9 @@ class Population:
         member = self.members.get(policy_idx)
         return None if member is None else _int_or_none(overrides(member.argv).get(MAX_FRAMES_KEY))
 
-    def play_command(self, checkpoint: str, policy_idx: int, episodes: int = 100,
-                     training_keys: Sequence[str] = ()) -> str:
+    def play_command(
+        self, checkpoint: str, policy_idx: int, episodes: int = 100, training_keys: Sequence[str] = ()
+    ) -> str:
         """``pbt-play checkpoint=... <the member's task and network overrides> episodes=K``.
 
         ``training_keys``: keys PBT tunes (a record's params), which say nothing about the policy."""
@@ -68,8 +70,13 @@ class Population:
             if "=" not in token or token.startswith("-"):
                 continue
             key = split_override_key(token)[1]
-            if key == "pbt" or key.startswith("pbt.") or key.startswith("hydra") or key in _NOT_FOR_PLAY \
-                    or key in training_keys:
+            if (
+                key == "pbt"
+                or key.startswith("pbt.")
+                or key.startswith("hydra")
+                or key in _NOT_FOR_PLAY
+                or key in training_keys
+            ):
                 continue
             kept.append(token)
         words = ["pbt-play", f"checkpoint={checkpoint}"] + kept + [f"episodes={episodes}"]
@@ -93,4 +100,3 @@ def populations(members: Sequence[Member]) -> List[Population]:
         population = found.setdefault(workspace, Population(member.experiment, workspace, {}))
         population.members[member.index if idx is None else idx] = member
     return list(found.values())
-

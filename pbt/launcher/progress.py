@@ -7,6 +7,7 @@ terminal it is a rich live table; otherwise (CI, Slurm logs, ``nohup``) a few pl
 refresh. Frames/s is the slope of the (time, frame) points the members write (heartbeats, records,
 lineage) over the last minute, so it does not depend on how often the launcher looks.
 """
+
 import io
 import logging
 import sys
@@ -84,8 +85,9 @@ class MemberRow:
 
     @property
     def done(self) -> bool:
-        return self.state in FINAL_STATES or (self.frames is not None and self.max_frames is not None
-                                              and self.frames >= self.max_frames)
+        return self.state in FINAL_STATES or (
+            self.frames is not None and self.max_frames is not None and self.frames >= self.max_frames
+        )
 
     def seconds_left(self) -> Optional[float]:
         if self.done:
@@ -161,8 +163,12 @@ def time_left(rows: Sequence[MemberRow]) -> Tuple[Optional[float], str]:
 class ProgressTracker:
     """Turns snapshots of each population's workspace into :class:`ProgressView` s."""
 
-    def __init__(self, members: Sequence[Member], clock: Callable[[], float] = time.monotonic,
-                 reader: Callable[[str], Snapshot] = read_snapshot) -> None:
+    def __init__(
+        self,
+        members: Sequence[Member],
+        clock: Callable[[], float] = time.monotonic,
+        reader: Callable[[str], Snapshot] = read_snapshot,
+    ) -> None:
         self.populations = populations(members)
         self.clock = clock
         self.reader = reader
@@ -180,14 +186,26 @@ class ProgressTracker:
                 snapshot = None
             views = {m.policy_idx: m for m in snapshot.members} if snapshot is not None else {}
             now = snapshot.time if snapshot is not None else time.time()
-            rows = [_row(population, idx, views.get(idx), now,
-                         self.meters.setdefault((population.workspace, idx), RateMeter()))
-                    for idx in sorted(set(population.members) | set(views))]
+            rows = [
+                _row(
+                    population,
+                    idx,
+                    views.get(idx),
+                    now,
+                    self.meters.setdefault((population.workspace, idx), RateMeter()),
+                )
+                for idx in sorted(set(population.members) | set(views))
+            ]
             best = snapshot.best if snapshot is not None else None
-            result.populations.append(PopulationRows(
-                population.experiment, population.workspace, rows,
-                (best.policy_idx, best.objective) if best is not None and best.objective is not None else None,
-                len(snapshot.skipped) if snapshot is not None else 0))
+            result.populations.append(
+                PopulationRows(
+                    population.experiment,
+                    population.workspace,
+                    rows,
+                    (best.policy_idx, best.objective) if best is not None and best.objective is not None else None,
+                    len(snapshot.skipped) if snapshot is not None else 0,
+                )
+            )
             all_rows += rows
         result.left, result.left_note = time_left(all_rows)
         return result
@@ -215,8 +233,11 @@ def _frames_cell(row: MemberRow) -> str:
 
 def _header(view: ProgressView) -> str:
     left = format_duration(view.left) if view.left is not None else view.left_note
-    return f"elapsed {format_duration(view.elapsed)}, left ~{left}" if view.left is not None else \
-        f"elapsed {format_duration(view.elapsed)}, time left {left}"
+    return (
+        f"elapsed {format_duration(view.elapsed)}, left ~{left}"
+        if view.left is not None
+        else f"elapsed {format_duration(view.elapsed)}, time left {left}"
+    )
 
 
 def _best(population: PopulationRows) -> str:
@@ -235,7 +256,8 @@ def plain_lines(view: ProgressView) -> List[str]:
             lines.append(
                 f"  {population.experiment} #{row.policy_idx}: {_frames_cell(row)} frames, {format_rate(row.fps)}, "
                 f"objective {display_value(row.objective)} (rank {display_value(row.rank)}), "
-                f"last {row.action}, weights from {row.donor}, {row.state}")
+                f"last {row.action}, weights from {row.donor}, {row.state}"
+            )
     return lines
 
 
@@ -246,19 +268,39 @@ def rich_table(view: ProgressView) -> Any:
     from rich.table import Table
 
     columns: List[Tuple[str, JustifyMethod]] = [
-        ("member", "right"), ("frames", "right"), ("frames/s", "right"), ("objective", "right"), ("rank", "right"),
-        ("last action", "left"), ("donor", "left"), ("state", "left")]
+        ("member", "right"),
+        ("frames", "right"),
+        ("frames/s", "right"),
+        ("objective", "right"),
+        ("rank", "right"),
+        ("last action", "left"),
+        ("donor", "left"),
+        ("state", "left"),
+    ]
     tables = []
     for population in view.populations:
-        table = Table(title=f"{population.experiment}: {_header(view)}, {_best(population)}",
-                      title_justify="left", box=box.SIMPLE_HEAVY, pad_edge=False, collapse_padding=True)
+        table = Table(
+            title=f"{population.experiment}: {_header(view)}, {_best(population)}",
+            title_justify="left",
+            box=box.SIMPLE_HEAVY,
+            pad_edge=False,
+            collapse_padding=True,
+        )
         for header, justify in columns:
             table.add_column(header, justify=justify, no_wrap=True)
         for row in population.rows:
             bold = population.best is not None and row.policy_idx == population.best[0]
-            table.add_row(str(row.policy_idx), _frames_cell(row), format_rate(row.fps),
-                          display_value(row.objective), display_value(row.rank), row.action, row.donor, row.state,
-                          style="bold" if bold else None)
+            table.add_row(
+                str(row.policy_idx),
+                _frames_cell(row),
+                format_rate(row.fps),
+                display_value(row.objective),
+                display_value(row.rank),
+                row.action,
+                row.donor,
+                row.state,
+                style="bold" if bold else None,
+            )
         tables.append(table)
     return Group(*tables)
 
@@ -280,8 +322,13 @@ class ProgressReporter:
     refresh is logged once at debug level and the next refresh tries again.
     """
 
-    def __init__(self, members: Sequence[Member], mode: str = "auto", interval: Optional[float] = None,
-                 tracker: Optional[ProgressTracker] = None) -> None:
+    def __init__(
+        self,
+        members: Sequence[Member],
+        mode: str = "auto",
+        interval: Optional[float] = None,
+        tracker: Optional[ProgressTracker] = None,
+    ) -> None:
         if mode == "auto":
             mode = "live" if _stdout_is_terminal() else "plain"
         self.tracker = tracker or ProgressTracker(members)
@@ -339,8 +386,9 @@ class ProgressReporter:
         from rich.live import Live
 
         original = sys.stdout
-        self._live = Live(console=Console(file=original), auto_refresh=False, redirect_stdout=True,
-                          redirect_stderr=False)
+        self._live = Live(
+            console=Console(file=original), auto_refresh=False, redirect_stdout=True, redirect_stderr=False
+        )
         self._live.start()
         # The launcher's log lines go to stdout: route them through rich so they print above the table.
         for handler in log.handlers if sys.stdout is not original else []:

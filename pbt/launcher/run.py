@@ -22,6 +22,7 @@ Examples::
     python -m launcher.run --run=experiments.isaacgym_ant_pbt --backend=slurm \\
         --slurm_gpus_per_job=1 --slurm_cpus_per_gpu=8 --slurm_timeout=24:00:00
 """
+
 import argparse
 import importlib
 import importlib.util
@@ -47,17 +48,36 @@ def launcher_argparser() -> argparse.ArgumentParser:
         description="Launch every member of an experiment description (a PBT population) locally or on Slurm.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--run", required=True, help="module defining RUN_DESCRIPTION, e.g. experiments.smoke_pbt (a .py path works too)")
+    parser.add_argument(
+        "--run",
+        required=True,
+        help="module defining RUN_DESCRIPTION, e.g. experiments.smoke_pbt (a .py path works too)",
+    )
     parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS), help="where the members run")
-    parser.add_argument("--train_dir", default="train_dir", help="root of all runs; the run goes to <train_dir>/<run_name>")
-    parser.add_argument("--max_parallel", type=int, default=0, help="members running at once (0: all; slurm: the array's %%K limit)")
-    parser.add_argument("--dry_run", type=str2bool, nargs="?", const=True, default=False, help="print the members' commands and exit")
-    parser.add_argument("--add", type=int, default=0,
-                        help="start N more members of a running elastic population (pbt.num_policies=auto) of this run "
-                             "on the same --train_dir, at the next free policy indices, and only them (processes backend)")
-    parser.add_argument("--add_to", default=None,
-                        help="with --add: the experiment to grow (default: the run's only elastic PBT experiment)")
-    parser.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="launcher log level")
+    parser.add_argument(
+        "--train_dir", default="train_dir", help="root of all runs; the run goes to <train_dir>/<run_name>"
+    )
+    parser.add_argument(
+        "--max_parallel", type=int, default=0, help="members running at once (0: all; slurm: the array's %%K limit)"
+    )
+    parser.add_argument(
+        "--dry_run", type=str2bool, nargs="?", const=True, default=False, help="print the members' commands and exit"
+    )
+    parser.add_argument(
+        "--add",
+        type=int,
+        default=0,
+        help="start N more members of a running elastic population (pbt.num_policies=auto) of this run "
+        "on the same --train_dir, at the next free policy indices, and only them (processes backend)",
+    )
+    parser.add_argument(
+        "--add_to",
+        default=None,
+        help="with --add: the experiment to grow (default: the run's only elastic PBT experiment)",
+    )
+    parser.add_argument(
+        "--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="launcher log level"
+    )
     for backend in BACKENDS.values():  # each backend adds its own option group
         backend.add_cli_args(parser)
     return parser
@@ -111,7 +131,11 @@ def load_run_description(run: str) -> RunDescription:
                 try:
                     pkg = importlib.import_module(package)
                     for directory in getattr(pkg, "__path__", []):
-                        candidates += [f"{package}.{f[:-3]}" for f in os.listdir(directory) if f.endswith(".py") and f != "__init__.py"]
+                        candidates += [
+                            f"{package}.{f[:-3]}"
+                            for f in os.listdir(directory)
+                            if f.endswith(".py") and f != "__init__.py"
+                        ]
                 except ImportError:
                     pass
             raise ConfigError(
@@ -151,25 +175,36 @@ def _write_manifest(run_dir: str, backend: str, members: List[Member], added: bo
     atomic_write_bytes(path, json.dumps(manifest, indent=1).encode())
 
 
-def _members_to_add(description: RunDescription, members: List[Member], run_dir: str,
-                    args: argparse.Namespace) -> List[Member]:
+def _members_to_add(
+    description: RunDescription, members: List[Member], run_dir: str, args: argparse.Namespace
+) -> List[Member]:
     """``--add N``: N new members of the chosen elastic experiment, above every index already used
     (by the description, by earlier ``--add`` runs in the manifest, and by the workspace)."""
     if args.backend != "processes":
-        raise ConfigError(f"--add starts the new members as local processes; --backend={args.backend} is not "
-                          "supported with it. Start them with --backend=processes on a machine that sees the "
-                          "run's train_dir.")
+        raise ConfigError(
+            f"--add starts the new members as local processes; --backend={args.backend} is not "
+            "supported with it. Start them with --backend=processes on a machine that sees the "
+            "run's train_dir."
+        )
     elastic = sorted({m.experiment for m in members if is_elastic(m)})
     chosen = args.add_to or (elastic[0] if len(elastic) == 1 else None)
     if chosen is None or chosen not in {m.experiment for m in members}:
         names = [e.name for e in description.experiments]
         raise ConfigError(
             f"--add: {'no' if not elastic else 'which'} elastic experiment to grow (elastic: {elastic or 'none'}; "
-            f"the run has {names}). " + (f"Name it with --add_to=<experiment>.{did_you_mean(args.add_to or '', names)}"
-                                         if elastic else "Set pbt.num_policies=auto in its command."))
+            f"the run has {names}). "
+            + (
+                f"Name it with --add_to=<experiment>.{did_you_mean(args.add_to or '', names)}"
+                if elastic
+                else "Set pbt.num_policies=auto in its command."
+            )
+        )
     grown = [m for m in members if m.experiment == chosen]
-    taken = {e["index"] for e in _manifest_members(run_dir)
-             if e.get("experiment") == chosen and isinstance(e.get("index"), int)}
+    taken = {
+        e["index"]
+        for e in _manifest_members(run_dir)
+        if e.get("experiment") == chosen and isinstance(e.get("index"), int)
+    }
     if grown[0].workspace and os.path.isdir(grown[0].workspace):
         taken |= set(WorkspaceReader(grown[0].workspace).member_indices())
     return added_members(grown, taken, args.add)
@@ -195,9 +230,20 @@ def launch_description(description: RunDescription, args: argparse.Namespace) ->
     run_dir = description.run_dir(args.train_dir)
     if args.add:
         members = _members_to_add(description, members, run_dir, args)
-        log.info("run %s: adding %d member(s) to experiment %s: policy indices %s", description.run_name,
-                 len(members), members[0].experiment, [m.index for m in members])
-    log.info("run %s: %d member(s) in %d experiment(s) -> %s", description.run_name, len(members), len(description.experiments), run_dir)
+        log.info(
+            "run %s: adding %d member(s) to experiment %s: policy indices %s",
+            description.run_name,
+            len(members),
+            members[0].experiment,
+            [m.index for m in members],
+        )
+    log.info(
+        "run %s: %d member(s) in %d experiment(s) -> %s",
+        description.run_name,
+        len(members),
+        len(description.experiments),
+        run_dir,
+    )
     if args.dry_run:
         for member in members:
             log.info("[%s] %s", member.name, member.shell_cmd)

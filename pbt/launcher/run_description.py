@@ -23,6 +23,7 @@ An experiment module (see ``experiments/``) defines ``RUN_DESCRIPTION``::
 This module is pure (no processes, no files): it is what ``tests/launcher/test_launcher_grid.py`` tests.
 Override values are written by :func:`pbt.restart.format_value`, as a restart writes them.
 """
+
 import itertools
 import os
 import random
@@ -80,7 +81,9 @@ class ParamList(ParamGenerator):
         for combination in self.combinations:
             for key in combination:
                 if not isinstance(key, str) or not key:
-                    raise ConfigError(f"ParamList key {key!r} is not a non-empty string; use dotted config keys like 'pbt.policy_idx'.")
+                    raise ConfigError(
+                        f"ParamList key {key!r} is not a non-empty string; use dotted config keys like 'pbt.policy_idx'."
+                    )
 
     def generate_params(self, randomize: bool = False, seed: Optional[int] = None) -> Iterator[Dict[str, Any]]:
         combinations = list(self.combinations)
@@ -117,7 +120,9 @@ class ParamGrid(ParamGenerator):
             tied = isinstance(key, (tuple, list))
             keys: Tuple[str, ...] = tuple(key) if isinstance(key, (tuple, list)) else (key,)
             if not keys or not all(isinstance(k, str) and k for k in keys):
-                raise ConfigError(f"ParamGrid entry #{position} has key {key!r}; keys must be non-empty strings like 'pbt.policy_idx'.")
+                raise ConfigError(
+                    f"ParamGrid entry #{position} has key {key!r}; keys must be non-empty strings like 'pbt.policy_idx'."
+                )
             for k in keys:
                 if k in seen:
                     raise ConfigError(
@@ -126,13 +131,19 @@ class ParamGrid(ParamGenerator):
                     )
                 seen[k] = position
             if isinstance(values, (str, bytes)):
-                raise ConfigError(f"ParamGrid values for {key!r} are the string {values!r}; pass a list of values, e.g. [{values!r}].")
+                raise ConfigError(
+                    f"ParamGrid values for {key!r} are the string {values!r}; pass a list of values, e.g. [{values!r}]."
+                )
             try:
                 value_list = list(values)
             except TypeError:
-                raise ConfigError(f"ParamGrid values for {key!r} are {values!r}, which is not a list or range; pass e.g. [1, 2] or range(8).") from None
+                raise ConfigError(
+                    f"ParamGrid values for {key!r} are {values!r}, which is not a list or range; pass e.g. [1, 2] or range(8)."
+                ) from None
             if not value_list:
-                raise ConfigError(f"ParamGrid values for {key!r} are empty, so the grid has no members; give at least one value.")
+                raise ConfigError(
+                    f"ParamGrid values for {key!r} are empty, so the grid has no members; give at least one value."
+                )
             rows: List[Tuple[Any, ...]] = []
             for value in value_list:
                 if tied:
@@ -190,7 +201,9 @@ class Experiment:
     ) -> None:
         _check_name("Experiment name", name)
         if not isinstance(cmd, str) or not cmd.strip():
-            raise ConfigError(f"Experiment {name!r} has an empty command; give the worker command, e.g. 'python -m pbt.train task=Pendulum'.")
+            raise ConfigError(
+                f"Experiment {name!r} has an empty command; give the worker command, e.g. 'python -m pbt.train task=Pendulum'."
+            )
         try:
             self.base_argv: List[str] = shlex.split(cmd)
         except ValueError as exc:
@@ -273,7 +286,9 @@ class RunDescription:
         names = [e.name for e in experiments]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ConfigError(f"RunDescription {run_name!r} has several experiments named {duplicates}; experiment names must be unique.")
+            raise ConfigError(
+                f"RunDescription {run_name!r} has several experiments named {duplicates}; experiment names must be unique."
+            )
         self.run_name = run_name
         self.experiments = experiments
 
@@ -321,7 +336,9 @@ def _experiment_members(experiment: Experiment, run_dir: str, python: Optional[s
         argv += [format_override(k, v) for k, v in managed if k not in keys]
         for token in argv:
             if "\n" in token or "\r" in token:
-                raise ConfigError(f"Experiment {experiment.name!r}: argument {token!r} contains a newline; remove it (commands are stored one per line).")
+                raise ConfigError(
+                    f"Experiment {experiment.name!r}: argument {token!r} contains a newline; remove it (commands are stored one per line)."
+                )
         members.append(
             Member(
                 experiment=experiment.name,
@@ -358,7 +375,9 @@ def _check_population(experiment: Experiment, base_keys: Set[str]) -> None:
     try:
         as_ints = sorted(int(i) for i in indices if i is not None)  # none is None (returned above)
     except (TypeError, ValueError):
-        raise ConfigError(f"Experiment {experiment.name!r}: {POLICY_IDX_KEY} values {indices} must be integers.") from None
+        raise ConfigError(
+            f"Experiment {experiment.name!r}: {POLICY_IDX_KEY} values {indices} must be integers."
+        ) from None
     if as_ints != list(range(len(indices))):
         raise ConfigError(
             f"Experiment {experiment.name!r}: {POLICY_IDX_KEY} values {indices} must be 0..N-1, each once (one population "
@@ -413,12 +432,25 @@ def added_members(members: Sequence[Member], taken: Iterable[int], count: int) -
         seed = [t.split("=", 1)[1] for t in template.argv if _override_key(t) == SEED_KEY]
         if seed and seed[-1].lstrip("-").isdigit():
             changes[SEED_KEY] = int(seed[-1]) + idx - top_idx
-        argv = [format_override(_override_key(t) or "", changes[_override_key(t) or ""])
-                if _override_key(t) in changes else t for t in template.argv]
+        argv = [
+            format_override(_override_key(t) or "", changes[_override_key(t) or ""])
+            if _override_key(t) in changes
+            else t
+            for t in template.argv
+        ]
         params = {k: changes.get(k, v) for k, v in template.params.items()}
         name = changes[EXPERIMENT_KEY]
-        added.append(Member(experiment=template.experiment, index=idx, name=name, params=params, argv=argv,
-                            env=dict(template.env), experiment_dir=template.experiment_dir,
-                            workspace=template.workspace,
-                            log_path=os.path.join(os.path.dirname(template.log_path), f"{name}.log")))
+        added.append(
+            Member(
+                experiment=template.experiment,
+                index=idx,
+                name=name,
+                params=params,
+                argv=argv,
+                env=dict(template.env),
+                experiment_dir=template.experiment_dir,
+                workspace=template.workspace,
+                log_path=os.path.join(os.path.dirname(template.log_path), f"{name}.log"),
+            )
+        )
     return added

@@ -6,6 +6,7 @@ Read only through :func:`pbt.tools.snapshot.read_snapshot` and :class:`pbt.stora
 (nothing is written); a partial workspace (a member that never wrote a record, no workspace at all)
 gives a shorter summary, never an error.
 """
+
 import logging
 import os
 import shlex
@@ -57,7 +58,9 @@ def find_winner(snapshot: Snapshot) -> Optional[Winner]:
         try:
             path = reader.checkpoint_path(best.record)
             if isinstance(path, Path) and path.is_file():  # an object store's URL is not checked here
-                return Winner(best.policy_idx, best.objective, path, f"its newest record, iteration {best.record.iteration}")
+                return Winner(
+                    best.policy_idx, best.objective, path, f"its newest record, iteration {best.record.iteration}"
+                )
         except PbtError:
             pass
         copies = []
@@ -71,8 +74,12 @@ def find_winner(snapshot: Snapshot) -> Optional[Winner]:
     if copies:
         objective, holder, record = max(copies, key=lambda c: (c[0], -c[1]))
         path = Path(reader.store.path(f"{best_dir_name(holder)}/{record.checkpoint}"))
-        return Winner(best.policy_idx, best.objective, path,
-                      f"the best copy in {best_dir_name(holder)}/ (member {record.policy_idx}, objective {display_value(objective)})")
+        return Winner(
+            best.policy_idx,
+            best.objective,
+            path,
+            f"the best copy in {best_dir_name(holder)}/ (member {record.policy_idx}, objective {display_value(objective)})",
+        )
     return Winner(best.policy_idx, best.objective, None, "")
 
 
@@ -82,18 +89,25 @@ def _table(snapshot: Snapshot) -> List[str]:
     names = short_keys(keys)
     with_params = [m.params for m in snapshot.members if m.params]
     # Values every member shares go on one line below the table; the table shows what differs.
-    shared = [k for k in keys if len(with_params) > 1 and all(p.get(k, None) == with_params[0].get(k) for p in with_params)]
+    shared = [
+        k for k in keys if len(with_params) > 1 and all(p.get(k, None) == with_params[0].get(k) for p in with_params)
+    ]
     varying = [k for k in keys if k not in shared]
     rows = [("rank", "member", "objective", "frames", "given", "taken", "hyperparameters")]
     ordered = sorted(snapshot.members, key=lambda m: (m.rank is None, m.rank or 0, m.policy_idx))
     for view in ordered:
         params = view.params
-        rows.append((
-            display_value(view.rank), str(view.policy_idx),
-            display_value(view.objective) if view.record is not None else "no record",
-            format_frames(view.frame), str(given.get(view.policy_idx, 0)), str(view.replacements),
-            " ".join(f"{names[k]}={display_value(params[k])}" for k in varying if k in params) or "-",
-        ))
+        rows.append(
+            (
+                display_value(view.rank),
+                str(view.policy_idx),
+                display_value(view.objective) if view.record is not None else "no record",
+                format_frames(view.frame),
+                str(given.get(view.policy_idx, 0)),
+                str(view.replacements),
+                " ".join(f"{names[k]}={display_value(params[k])}" for k in varying if k in params) or "-",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  " + "  ".join(cell.rjust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
     if shared:
@@ -113,12 +127,16 @@ def summary_lines(population: Population) -> List[str]:
     lines.append("  given: times other members took its weights; taken: times it took a leader's weights (replace)")
     missing = sorted(set(population.members) - {m.policy_idx for m in snapshot.members if m.record is not None})
     if missing:
-        lines.append(f"  member(s) {', '.join(map(str, missing))} wrote no record (see their logs in "
-                     f"{os.path.join(population.experiment_dir, 'logs')})")
+        lines.append(
+            f"  member(s) {', '.join(map(str, missing))} wrote no record (see their logs in "
+            f"{os.path.join(population.experiment_dir, 'logs')})"
+        )
     unknown = [m.policy_idx for m in snapshot.members if m.record is not None and m.objective is None]
     if unknown:
-        lines.append(f"  member(s) {', '.join(map(str, unknown))}: objective not known yet (no episode ended "
-                     "since it started or took new weights)")
+        lines.append(
+            f"  member(s) {', '.join(map(str, unknown))}: objective not known yet (no episode ended "
+            "since it started or took new weights)"
+        )
     if snapshot.skipped:
         lines.append(f"  skipped {len(snapshot.skipped)} unreadable file(s): {snapshot.skipped[0][:200]}")
     total = sum(donations(snapshot).values())
@@ -140,13 +158,15 @@ def summary_lines(population: Population) -> List[str]:
         lines.append("  " + population.play_command(str(winner.checkpoint), winner.policy_idx, PLAY_EPISODES, keys))
     return lines
 
+
 def log_summaries(members: Sequence[Member]) -> None:
     """Log the summary of every PBT population among ``members``; never raises."""
     for population in populations(members):
         try:
             lines = summary_lines(population)
         except Exception as exc:  # noqa: BLE001 - a summary must never turn a finished run into a failure
-            log.warning("could not summarize %s: %r; look with pbt-status %s",
-                        population.experiment, exc, population.workspace)
+            log.warning(
+                "could not summarize %s: %r; look with pbt-status %s", population.experiment, exc, population.workspace
+            )
             continue
         log.info("%s", "\n".join(lines))

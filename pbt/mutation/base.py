@@ -5,6 +5,7 @@ learner must be rebuilt to take the change, how it validates a value before trai
 how it applies a change. The generic code in :mod:`pbt.mutation.scheme` reads only these
 declarations, never a mutation's name. Hyperparameter mutations are the one kind registered today.
 """
+
 import abc
 import math
 import random
@@ -57,8 +58,9 @@ class Mutation(abc.ABC):
         return self.validate(value)
 
     @abc.abstractmethod
-    def apply(self, value: Any, rng: random.Random, change: Tuple[float, float],
-              bound: Optional[Mapping[str, Any]] = None) -> Any:
+    def apply(
+        self, value: Any, rng: random.Random, change: Tuple[float, float], bound: Optional[Mapping[str, Any]] = None
+    ) -> Any:
         """A new value drawn from ``rng``, ``change`` being (low, high) of this mutation's change
         range and ``bound`` the key's ``{min, max, scale}`` (the caller clamps into it)."""
 
@@ -66,8 +68,10 @@ class Mutation(abc.ABC):
 def as_float(value: Any) -> float:
     """A number as float; numeric strings too (PyYAML reads ``1e-4`` as a string)."""
     if isinstance(value, bool):
-        raise ConfigError(f"Cannot mutate the boolean {value!r}: mutation functions need a number. "
-                          "Remove the key from the pbt.mutation scheme.")
+        raise ConfigError(
+            f"Cannot mutate the boolean {value!r}: mutation functions need a number. "
+            "Remove the key from the pbt.mutation scheme."
+        )
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str):
@@ -75,8 +79,10 @@ def as_float(value: Any) -> float:
             return float(value)
         except ValueError:
             pass
-    raise ConfigError(f"Cannot mutate {value!r} ({type(value).__name__}): mutation functions need a "
-                      "number. Set the parameter to a number or remove it from the pbt.mutation scheme.")
+    raise ConfigError(
+        f"Cannot mutate {value!r} ({type(value).__name__}): mutation functions need a "
+        "number. Set the parameter to a number or remove it from the pbt.mutation scheme."
+    )
 
 
 def as_int(value: Any, name: str) -> int:
@@ -85,8 +91,10 @@ def as_int(value: Any, name: str) -> int:
         return value
     number = as_float(value)
     if not math.isfinite(number) or not number.is_integer():
-        raise ConfigError(f"Cannot mutate {value!r} with {name}: it needs a whole number. "
-                          "Set the parameter to an integer or use mutate_float for it.")
+        raise ConfigError(
+            f"Cannot mutate {value!r} with {name}: it needs a whole number. "
+            "Set the parameter to an integer or use mutate_float for it."
+        )
     return int(number)
 
 
@@ -140,8 +148,9 @@ class HyperparameterMutation(Mutation):
             raise InvalidValueError(f"{value!r} is outside [{low:g}, {high:g}] ({self.name}'s range and pbt.bounds)")
         return value
 
-    def apply(self, value: Any, rng: random.Random, change: Tuple[float, float],
-              bound: Optional[Mapping[str, Any]] = None) -> Any:
+    def apply(
+        self, value: Any, rng: random.Random, change: Tuple[float, float], bound: Optional[Mapping[str, Any]] = None
+    ) -> Any:
         low, high = change
         if bound is not None and bound.get("scale") == "linear" and self.linear_bounds:
             step = (rng.uniform(low, high) - 1.0) * (float(bound["max"]) - float(bound["min"]))

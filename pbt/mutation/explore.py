@@ -3,6 +3,7 @@
 Its keys stay flat in the ``pbt`` group (``pbt.mutation_rate=0.2``); :class:`pbt.config.PbtConfig`
 routes them here.
 """
+
 import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
@@ -37,13 +38,36 @@ FROZEN_TREES: Dict[str, str] = {
 }
 """Config keys that never mutate, with everything under them, and why."""
 FROZEN_KEYS: Dict[str, str] = {
-    **{key: "the member's identity or run" for key in (
-        "seed", "experiment", "train_dir", "checkpoint", "task", "task_name", "task.name", "train.params.seed",
-        "train.params.config.name", "train.params.config.full_experiment_name", "train.params.config.env_name",
-        "sim_device", "rl_device", "graphics_device_id", "headless", "torch_threads", "wandb_activate",
-        "wandb_project", "wandb_entity", "wandb_group", "wandb_name")},
-    **{key: "the training budget, counted across restarts" for key in (
-        "max_frames", "train.params.config.max_frames", "train.params.config.max_epochs")},
+    **{
+        key: "the member's identity or run"
+        for key in (
+            "seed",
+            "experiment",
+            "train_dir",
+            "checkpoint",
+            "task",
+            "task_name",
+            "task.name",
+            "train.params.seed",
+            "train.params.config.name",
+            "train.params.config.full_experiment_name",
+            "train.params.config.env_name",
+            "sim_device",
+            "rl_device",
+            "graphics_device_id",
+            "headless",
+            "torch_threads",
+            "wandb_activate",
+            "wandb_project",
+            "wandb_entity",
+            "wandb_group",
+            "wandb_name",
+        )
+    },
+    **{
+        key: "the training budget, counted across restarts"
+        for key in ("max_frames", "train.params.config.max_frames", "train.params.config.max_epochs")
+    },
 }
 """Single config keys that never mutate, and why."""
 
@@ -83,8 +107,9 @@ def to_bounds(name: str, value: Any) -> Dict[str, Dict[str, Any]]:
         if low is not None and high is not None and low > high:
             raise ConfigError(f"pbt.{name}['{key}']: min {low} > max {high}; swap them.")
         if scale == "linear" and (low is None or high is None):
-            raise ConfigError(f"pbt.{name}['{key}']: scale linear needs both min and max (the step is a "
-                              "fraction of max - min).")
+            raise ConfigError(
+                f"pbt.{name}['{key}']: scale linear needs both min and max (the step is a fraction of max - min)."
+            )
         bounds[str(key)] = {"min": low, "max": high, "scale": scale}
     return bounds
 
@@ -102,8 +127,7 @@ def to_scheme(name: str, value: Any) -> Dict[str, str]:
 class ExploreConfig(Section):
     """How a member explores: the mutation scheme and its change ranges."""
 
-    mutation: Dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MUTATION),
-                                     metadata={PARSER: to_scheme})
+    mutation: Dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MUTATION), metadata={PARSER: to_scheme})
     """Mutation scheme: full config key (``train.params.config.gamma``) -> mutation function name."""
     mutation_rate: float = 0.15
     """Probability that each whitelisted hyperparameter is mutated when a member mutates."""
@@ -140,27 +164,36 @@ class ExploreConfig(Section):
         flat = super().to_flat()
         flat["search_space"] = self.search_space.to_spec()
         if flat.get("network_mutation") is not None:  # tuples are not YAML-safe
-            flat["network_mutation"] = {k: list(v) if isinstance(v, tuple) else v
-                                        for k, v in flat["network_mutation"].items()}
+            flat["network_mutation"] = {
+                k: list(v) if isinstance(v, tuple) else v for k, v in flat["network_mutation"].items()
+            }
         return flat
 
     def __post_init__(self) -> None:
         require(0.0 <= self.mutation_rate <= 1.0, "mutation_rate", self.mutation_rate, "in [0, 1]")
         require_finite("change_min", self.change_min, 1.0)
-        require(math.isfinite(self.change_max) and self.change_max >= self.change_min, "change_max",
-                self.change_max, f"a finite number >= pbt.change_min ({self.change_min})")
+        require(
+            math.isfinite(self.change_max) and self.change_max >= self.change_min,
+            "change_max",
+            self.change_max,
+            f"a finite number >= pbt.change_min ({self.change_min})",
+        )
         require(self.min_mutations >= 0, "min_mutations", self.min_mutations, ">= 0")
         require_finite("discount_change_min", self.discount_change_min, 1.0)
-        require(math.isfinite(self.discount_change_max) and self.discount_change_max >= self.discount_change_min,
-                "discount_change_max", self.discount_change_max,
-                f"a finite number >= pbt.discount_change_min ({self.discount_change_min})")
+        require(
+            math.isfinite(self.discount_change_max) and self.discount_change_max >= self.discount_change_min,
+            "discount_change_max",
+            self.discount_change_max,
+            f"a finite number >= pbt.discount_change_min ({self.discount_change_min})",
+        )
         self.bounds = to_bounds("bounds", self.bounds)
         self.search_space = parse_space("search_space", self.search_space)
         for key in self.search_space.dims:
             why = frozen_reason(key)
             if why is not None:
-                raise ConfigError(f"pbt.search_space['{key}']: this key must never change ({why}). Remove it "
-                                  "from the search space.")
+                raise ConfigError(
+                    f"pbt.search_space['{key}']: this key must never change ({why}). Remove it from the search space."
+                )
         self._check_mutation_names()
         self._check_bounds()
 
@@ -174,8 +207,10 @@ class ExploreConfig(Section):
                 )
             why = frozen_reason(key)
             if why is not None:
-                raise ConfigError(f"pbt.mutation['{key}']: this key must never mutate ({why}): members would "
-                                  "copy it from donors. Remove it from the pbt.mutation scheme.")
+                raise ConfigError(
+                    f"pbt.mutation['{key}']: this key must never mutate ({why}): members would "
+                    "copy it from donors. Remove it from the pbt.mutation scheme."
+                )
             try:
                 get_mutation(name)
             except ConfigError as exc:
@@ -193,4 +228,5 @@ class ExploreConfig(Section):
                 raise ConfigError(
                     f"pbt.bounds['{key}'] (min {bound['min']}, max {bound['max']}) does not overlap {mutation.name}'s own "
                     f"range [{own_low:g}, {own_high:g}]: no value could satisfy both. Set bounds inside that "
-                    "range or use another mutation function.")
+                    "range or use another mutation function."
+                )

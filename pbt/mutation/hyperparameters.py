@@ -4,6 +4,7 @@ Every function takes the value, an explicit ``random.Random`` and the change ran
 reproducible from a seed; the draw order is upstream's. Their properties (value type, change range,
 linear bounds) are declared where they are registered, in :mod:`pbt.mutation.registry`.
 """
+
 import math
 import random
 from typing import Any

@@ -9,6 +9,7 @@ noise on a random 10% of the weights), ``activation`` (another allowed activatio
 This module only decides; the torch surgery that carries a change out on an rl_games network is in
 :mod:`pbt.rl_games.surgery`. No torch: Python 3.8 and the standard library only.
 """
+
 import dataclasses
 import logging
 import math
@@ -24,7 +25,12 @@ UNITS_KEY = NETWORK_KEY + ".mlp.units"
 ACTIVATION_KEY = NETWORK_KEY + ".mlp.activation"
 
 NONE, ARCHITECTURE, PARAMETERS, ACTIVATION, HYPERPARAMETERS = (
-    "none", "architecture", "parameters", "activation", "hyperparameters")
+    "none",
+    "architecture",
+    "parameters",
+    "activation",
+    "hyperparameters",
+)
 KINDS: Tuple[str, ...] = (NONE, ARCHITECTURE, PARAMETERS, ACTIVATION, HYPERPARAMETERS)
 """The kinds drawn at an explore step, in draw order."""
 
@@ -64,10 +70,14 @@ class NetworkSpec:
         if not isinstance(data, Mapping):
             raise ValueError(f"{source} must be a mapping with units and activation, got {type(data).__name__}")
         units, activation = data.get("units"), data.get("activation")
-        if not isinstance(units, (list, tuple)) or not 1 <= len(units) <= MAX_HIDDEN_LAYERS or \
-                any(type(u) is not int or not 1 <= u <= MAX_UNITS for u in units):
-            raise ValueError(f"{source}.units must be a list of 1..{MAX_HIDDEN_LAYERS} ints in 1..{MAX_UNITS}, "
-                             f"got {units!r:.80}")
+        if (
+            not isinstance(units, (list, tuple))
+            or not 1 <= len(units) <= MAX_HIDDEN_LAYERS
+            or any(type(u) is not int or not 1 <= u <= MAX_UNITS for u in units)
+        ):
+            raise ValueError(
+                f"{source}.units must be a list of 1..{MAX_HIDDEN_LAYERS} ints in 1..{MAX_UNITS}, got {units!r:.80}"
+            )
         if activation not in ACTIVATIONS:
             raise ValueError(f"{source}.activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r:.40}")
         return cls(tuple(units), str(activation))
@@ -113,15 +123,19 @@ class NetworkChange:
 
 def _probability(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-        raise ConfigError(f"pbt.network_mutation.{name}={value!r} must be a probability in [0, 1]. "
-                          f"Set pbt.network_mutation.{name} to a number between 0 and 1.")
+        raise ConfigError(
+            f"pbt.network_mutation.{name}={value!r} must be a probability in [0, 1]. "
+            f"Set pbt.network_mutation.{name} to a number between 0 and 1."
+        )
     return float(value)
 
 
 def _count(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"pbt.network_mutation.{name}={value!r} must be a whole number >= {low}. "
-                          f"Set pbt.network_mutation.{name}=<int>.")
+        raise ConfigError(
+            f"pbt.network_mutation.{name}={value!r} must be a whole number >= {low}. "
+            f"Set pbt.network_mutation.{name}=<int>."
+        )
     return value
 
 
@@ -161,33 +175,46 @@ class NetworkMutationConfig:
         total = sum(probabilities.values())
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(
-                "pbt.network_mutation probabilities " + ", ".join(f"{k}={v:g}" for k, v in probabilities.items())
-                + f" sum to {total:g}: they must sum to 1 (one kind is drawn per explore step). Adjust them.")
+                "pbt.network_mutation probabilities "
+                + ", ".join(f"{k}={v:g}" for k, v in probabilities.items())
+                + f" sum to {total:g}: they must sum to 1 (one kind is drawn per explore step). Adjust them."
+            )
         _probability("new_layer", self.new_layer)
         sd = self.mutation_sd
         if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not (math.isfinite(sd) and sd > 0):
-            raise ConfigError(f"pbt.network_mutation.mutation_sd={sd!r} must be a finite number > 0 "
-                              "(AgileRL's default is 0.1).")
+            raise ConfigError(
+                f"pbt.network_mutation.mutation_sd={sd!r} must be a finite number > 0 (AgileRL's default is 0.1)."
+            )
         low_layers, high_layers = _count("min_layers", self.min_layers, 1), _count("max_layers", self.max_layers, 1)
         low_units, high_units = _count("min_units", self.min_units, 1), _count("max_units", self.max_units, 1)
         if low_layers > high_layers or high_layers > MAX_HIDDEN_LAYERS:
-            raise ConfigError(f"pbt.network_mutation: min_layers={low_layers} and max_layers={high_layers} must "
-                              f"satisfy 1 <= min_layers <= max_layers <= {MAX_HIDDEN_LAYERS}.")
+            raise ConfigError(
+                f"pbt.network_mutation: min_layers={low_layers} and max_layers={high_layers} must "
+                f"satisfy 1 <= min_layers <= max_layers <= {MAX_HIDDEN_LAYERS}."
+            )
         if low_units > high_units or high_units > MAX_UNITS:
-            raise ConfigError(f"pbt.network_mutation: min_units={low_units} and max_units={high_units} must "
-                              f"satisfy 1 <= min_units <= max_units <= {MAX_UNITS}.")
-        if not self.unit_changes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
-                                        for n in self.unit_changes):
-            raise ConfigError(f"pbt.network_mutation.unit_changes={list(self.unit_changes)!r} must be a non-empty "
-                              "list of whole numbers >= 1, e.g. [16, 32, 64].")
+            raise ConfigError(
+                f"pbt.network_mutation: min_units={low_units} and max_units={high_units} must "
+                f"satisfy 1 <= min_units <= max_units <= {MAX_UNITS}."
+            )
+        if not self.unit_changes or any(
+            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.unit_changes
+        ):
+            raise ConfigError(
+                f"pbt.network_mutation.unit_changes={list(self.unit_changes)!r} must be a non-empty "
+                "list of whole numbers >= 1, e.g. [16, 32, 64]."
+            )
         if not self.activations:
-            raise ConfigError("pbt.network_mutation.activations is empty: list at least one of "
-                              f"{', '.join(ACTIVATIONS)}.")
+            raise ConfigError(
+                f"pbt.network_mutation.activations is empty: list at least one of {', '.join(ACTIVATIONS)}."
+            )
         for name in self.activations:
             if name not in ACTIVATIONS:
-                raise ConfigError(f"pbt.network_mutation.activations: unknown activation {name!r}."
-                                  f"{did_you_mean(str(name), ACTIVATIONS, n=1)} rl_games knows: "
-                                  f"{', '.join(ACTIVATIONS)}.")
+                raise ConfigError(
+                    f"pbt.network_mutation.activations: unknown activation {name!r}."
+                    f"{did_you_mean(str(name), ACTIVATIONS, n=1)} rl_games knows: "
+                    f"{', '.join(ACTIVATIONS)}."
+                )
 
     def probabilities(self) -> List[Tuple[str, float]]:
         return [(name, float(getattr(self, name))) for name in KINDS]
@@ -196,15 +223,17 @@ class NetworkMutationConfig:
         """Why ``spec`` lies outside these limits (empty: inside)."""
         problems: List[str] = []
         if not self.min_layers <= len(spec.units) <= self.max_layers:
-            problems.append(f"{what} has {len(spec.units)} hidden layers, outside min_layers..max_layers "
-                            f"{self.min_layers}..{self.max_layers}")
+            problems.append(
+                f"{what} has {len(spec.units)} hidden layers, outside min_layers..max_layers "
+                f"{self.min_layers}..{self.max_layers}"
+            )
         outside = [u for u in spec.units if not self.min_units <= u <= self.max_units]
         if outside:
-            problems.append(f"{what} has layers of {outside} units, outside min_units..max_units "
-                            f"{self.min_units}..{self.max_units}")
+            problems.append(
+                f"{what} has layers of {outside} units, outside min_units..max_units {self.min_units}..{self.max_units}"
+            )
         if spec.activation not in self.activations:
-            problems.append(f"{what} uses activation {spec.activation!r}, not in activations "
-                            f"{list(self.activations)}")
+            problems.append(f"{what} uses activation {spec.activation!r}, not in activations {list(self.activations)}")
         return problems
 
 
@@ -218,14 +247,17 @@ def to_network_mutation(name: str, value: Any) -> Optional[NetworkMutationConfig
     if isinstance(value, NetworkMutationConfig):
         return value
     if not isinstance(value, Mapping):
-        raise ConfigError(f"pbt.{name} must be a mapping (see pbt/mutation=agilerl in docs/configuration.md) or null, got "
-                          f"{type(value).__name__}. Select it with pbt/mutation=agilerl.")
+        raise ConfigError(
+            f"pbt.{name} must be a mapping (see pbt/mutation=agilerl in docs/configuration.md) or null, got "
+            f"{type(value).__name__}. Select it with pbt/mutation=agilerl."
+        )
     valid = list(NetworkMutationConfig.__dataclass_fields__)
     kwargs: Dict[str, Any] = {}
     for key, item in value.items():
         if key not in valid:
-            raise ConfigError(f"Unknown key pbt.{name}.{key}.{did_you_mean(str(key), valid)} "
-                              f"Valid keys: {', '.join(valid)}.")
+            raise ConfigError(
+                f"Unknown key pbt.{name}.{key}.{did_you_mean(str(key), valid)} Valid keys: {', '.join(valid)}."
+            )
         if key in _LIST_FIELDS:
             if isinstance(item, (str, bytes)) or not isinstance(item, Sequence):
                 raise ConfigError(f"pbt.{name}.{key} must be a list, got {item!r}.")
@@ -241,27 +273,41 @@ def spec_from_config(cfg: Mapping[str, Any]) -> NetworkSpec:
     network = get_by_key(cfg, NETWORK_KEY)
     name = network.get("name") if isinstance(network, Mapping) else None
     if name != "actor_critic":
-        raise ConfigError(f"pbt.network_mutation mutates rl_games' actor_critic MLP networks; {NETWORK_KEY}.name is "
-                          f"{name!r}. Use pbt/mutation=default for other networks.")
+        raise ConfigError(
+            f"pbt.network_mutation mutates rl_games' actor_critic MLP networks; {NETWORK_KEY}.name is "
+            f"{name!r}. Use pbt/mutation=default for other networks."
+        )
     for unsupported in ("rnn", "cnn"):
         if network.get(unsupported):
-            raise ConfigError(f"pbt.network_mutation does not support {NETWORK_KEY}.{unsupported} (only plain MLPs): "
-                              "remove it or use pbt/mutation=default.")
-    compiled = get_by_key(cfg, "train.params.config.torch_compile") if has_key(
-        cfg, "train.params.config.torch_compile") else True
+            raise ConfigError(
+                f"pbt.network_mutation does not support {NETWORK_KEY}.{unsupported} (only plain MLPs): "
+                "remove it or use pbt/mutation=default."
+            )
+    compiled = (
+        get_by_key(cfg, "train.params.config.torch_compile")
+        if has_key(cfg, "train.params.config.torch_compile")
+        else True
+    )
     if str(cfg.get("rl_device", "cpu")).startswith("cuda") and compiled is not False:
-        raise ConfigError("pbt.network_mutation rebuilds the model, which torch.compile would wrap: set "
-                          "train.params.config.torch_compile=false (the runner turns it off on CPU only).")
+        raise ConfigError(
+            "pbt.network_mutation rebuilds the model, which torch.compile would wrap: set "
+            "train.params.config.torch_compile=false (the runner turns it off on CPU only)."
+        )
     if has_key(cfg, "train.params.config.central_value_config"):
-        raise ConfigError("pbt.network_mutation does not support a central value network "
-                          "(train.params.config.central_value_config): remove it or use pbt/mutation=default.")
+        raise ConfigError(
+            "pbt.network_mutation does not support a central value network "
+            "(train.params.config.central_value_config): remove it or use pbt/mutation=default."
+        )
     mlp = network.get("mlp") if isinstance(network.get("mlp"), Mapping) else {}
     if mlp.get("d2rl"):
-        raise ConfigError(f"pbt.network_mutation does not support {NETWORK_KEY}.mlp.d2rl=true: set it to false or use "
-                          "pbt/mutation=default.")
+        raise ConfigError(
+            f"pbt.network_mutation does not support {NETWORK_KEY}.mlp.d2rl=true: set it to false or use "
+            "pbt/mutation=default."
+        )
     try:
-        return NetworkSpec.from_dict({"units": list(mlp.get("units") or []), "activation": mlp.get("activation")},
-                                     NETWORK_KEY + ".mlp")
+        return NetworkSpec.from_dict(
+            {"units": list(mlp.get("units") or []), "activation": mlp.get("activation")}, NETWORK_KEY + ".mlp"
+        )
     except ValueError as exc:
         raise ConfigError(f"pbt.network_mutation cannot mutate this network: {exc}.") from None
 
@@ -271,8 +317,11 @@ def validate_start(settings: NetworkMutationConfig, cfg: Mapping[str, Any]) -> N
     spec = spec_from_config(cfg)
     problems = settings.check_spec(spec, f"the starting network ({NETWORK_KEY}.mlp: {spec.describe()})")
     if problems:
-        raise ConfigError("pbt.network_mutation does not fit the starting network:\n  - " + "\n  - ".join(problems)
-                          + "\nWiden the limits in pbt.network_mutation or start from a network inside them.")
+        raise ConfigError(
+            "pbt.network_mutation does not fit the starting network:\n  - "
+            + "\n  - ".join(problems)
+            + "\nWiden the limits in pbt.network_mutation or start from a network inside them."
+        )
     return spec
 
 
@@ -309,13 +358,15 @@ def plan_change(spec: NetworkSpec, kind: str, settings: NetworkMutationConfig, r
     return NetworkChange(kind, spec, spec, seed=seed, mutation_sd=sd)
 
 
-def _layer_change(spec: NetworkSpec, settings: NetworkMutationConfig, rng: random.Random, seed: int,
-                  sd: float) -> NetworkChange:
+def _layer_change(
+    spec: NetworkSpec, settings: NetworkMutationConfig, rng: random.Random, seed: int, sd: float
+) -> NetworkChange:
     units = list(spec.units)
     can_add, can_remove = len(units) < settings.max_layers, len(units) > settings.min_layers
     if not (can_add or can_remove):
-        return NetworkChange(ARCHITECTURE, spec, spec, seed=seed, mutation_sd=sd,
-                             why=f"min_layers = max_layers = {len(units)}")
+        return NetworkChange(
+            ARCHITECTURE, spec, spec, seed=seed, mutation_sd=sd, why=f"min_layers = max_layers = {len(units)}"
+        )
     add = can_add if not (can_add and can_remove) else rng.random() < 0.5
     if add:  # a new last hidden layer as wide as the current last one (AgileRL's choice)
         new = NetworkSpec(tuple(units + [units[-1]]), spec.activation)
@@ -324,8 +375,9 @@ def _layer_change(spec: NetworkSpec, settings: NetworkMutationConfig, rng: rando
     return NetworkChange(ARCHITECTURE, spec, new, REMOVE_LAYER, layer=len(units) - 1, seed=seed, mutation_sd=sd)
 
 
-def _units_change(spec: NetworkSpec, settings: NetworkMutationConfig, rng: random.Random, seed: int,
-                  sd: float) -> NetworkChange:
+def _units_change(
+    spec: NetworkSpec, settings: NetworkMutationConfig, rng: random.Random, seed: int, sd: float
+) -> NetworkChange:
     units = list(spec.units)
     layer = rng.randrange(len(units))
     step = rng.choice(list(settings.unit_changes))
@@ -333,12 +385,14 @@ def _units_change(spec: NetworkSpec, settings: NetworkMutationConfig, rng: rando
     shrunk = max(settings.min_units, units[layer] - step)
     options = [(op, n) for op, n in ((ADD_UNITS, grown), (REMOVE_UNITS, shrunk)) if n != units[layer]]
     if not options:
-        return NetworkChange(ARCHITECTURE, spec, spec, seed=seed, mutation_sd=sd,
-                             why=f"layer {layer} is at both min_units and max_units")
+        return NetworkChange(
+            ARCHITECTURE, spec, spec, seed=seed, mutation_sd=sd, why=f"layer {layer} is at both min_units and max_units"
+        )
     op, count = options[0] if len(options) == 1 else options[0 if rng.random() < 0.5 else 1]
     units[layer] = count
-    return NetworkChange(ARCHITECTURE, spec, NetworkSpec(tuple(units), spec.activation), op, layer=layer, seed=seed,
-                         mutation_sd=sd)
+    return NetworkChange(
+        ARCHITECTURE, spec, NetworkSpec(tuple(units), spec.activation), op, layer=layer, seed=seed, mutation_sd=sd
+    )
 
 
 def network_of(data: Any) -> Optional[NetworkSpec]:
@@ -363,7 +417,9 @@ class NetworkTracker:
         self.change: Optional[NetworkChange] = None
 
     @classmethod
-    def from_config(cls, settings: Optional[NetworkMutationConfig], cfg: Mapping[str, Any]) -> Optional["NetworkTracker"]:
+    def from_config(
+        cls, settings: Optional[NetworkMutationConfig], cfg: Mapping[str, Any]
+    ) -> Optional["NetworkTracker"]:
         """None when network mutations are off; ConfigError when the starting network does not fit."""
         return None if settings is None else cls(settings, validate_start(settings, cfg))
 
@@ -439,8 +495,9 @@ def resume_network(tracker: Optional[NetworkTracker], saved: Any, source: str, p
     """Take a resumed member's recorded network; an invalid one is logged and the configured kept."""
     problem = None if tracker is None else tracker.resume(saved, source)
     if problem and tracker is not None:
-        logger.warning("PBT policy %d: %s; resuming with the configured network %s", policy_idx, problem,
-                       tracker.spec.describe())
+        logger.warning(
+            "PBT policy %d: %s; resuming with the configured network %s", policy_idx, problem, tracker.spec.describe()
+        )
 
 
 def plan_network(tracker: Optional[NetworkTracker], acted: bool, donor: Any, rng: random.Random) -> None:

@@ -4,6 +4,7 @@ Adding a mutation: write it (a function in :mod:`pbt.mutation.hyperparameters`, 
 :class:`pbt.mutation.base.Mutation` kind in its own module) and add one entry to ``_ENTRIES``.
 Names are looked up here and never ``eval``-ed.
 """
+
 from typing import Dict, Tuple
 
 from pbt.errors import ConfigError, did_you_mean
@@ -25,16 +26,15 @@ _ENTRIES: Tuple[Mutation, ...] = (
     HyperparameterMutation("mutate_float_min_1", mutate_float_min_1, linear_bounds=True, value_range=MIN_1_RANGE),
     HyperparameterMutation("mutate_eps_clip", mutate_eps_clip, value_range=EPS_CLIP_RANGE),
     HyperparameterMutation("mutate_mini_epochs", mutate_mini_epochs, value_type=int, value_range=MINI_EPOCHS_RANGE),
-    HyperparameterMutation("mutate_discount", mutate_discount, change_range=DISCOUNT_RANGE,
-                           value_range=DISCOUNT_VALUE_RANGE),
+    HyperparameterMutation(
+        "mutate_discount", mutate_discount, change_range=DISCOUNT_RANGE, value_range=DISCOUNT_VALUE_RANGE
+    ),
 )
 
 MUTATIONS: Dict[str, Mutation] = {mutation.name: mutation for mutation in _ENTRIES}
 """Every registered mutation by name."""
 
-MUTATION_FUNCS: Dict[str, MutationFunc] = {
-    m.name: m.func for m in _ENTRIES if isinstance(m, HyperparameterMutation)
-}
+MUTATION_FUNCS: Dict[str, MutationFunc] = {m.name: m.func for m in _ENTRIES if isinstance(m, HyperparameterMutation)}
 """The hyperparameter mutation functions by name."""
 
 
@@ -55,6 +55,7 @@ def get_mutation_func(name: str) -> MutationFunc:
     """The hyperparameter function registered as ``name``; ConfigError listing the valid names."""
     mutation = get_mutation(name)
     if not isinstance(mutation, HyperparameterMutation):
-        raise ConfigError(f"Mutation {name!r} changes the {mutation.target}, not a hyperparameter: "
-                          "it has no scalar function.")
+        raise ConfigError(
+            f"Mutation {name!r} changes the {mutation.target}, not a hyperparameter: it has no scalar function."
+        )
     return mutation.func

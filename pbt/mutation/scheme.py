@@ -4,6 +4,7 @@ The code here is generic: it reads each mutation's declared properties (its chan
 type, linear-bound support) from :mod:`pbt.mutation.registry` and never special-cases a name.
 ``validate_scheme`` checks a scheme against the resolved config before training starts.
 """
+
 import logging
 import math
 import random
@@ -55,7 +56,11 @@ def mutate(
     ranges = {GENERAL_RANGE: (change_min, change_max), DISCOUNT_RANGE: tuple(discount_range)}
     mutated = dict(params)
     # A fixed key of the space never mutates (a resumed member keeps a value recorded before it was fixed).
-    keys = [key for key in sorted(params) if (key in scheme or key in space) and not (key in space and space.dims[key].fixed)]
+    keys = [
+        key
+        for key in sorted(params)
+        if (key in scheme or key in space) and not (key in space and space.dims[key].fixed)
+    ]
 
     def one(key: str) -> Any:
         if key in space:
@@ -77,8 +82,14 @@ def mutate(
     return mutated
 
 
-def _mutate_one(key: str, value: Any, name: str, rng: random.Random, ranges: Mapping[str, Any],
-                bounds: Mapping[str, Mapping[str, Any]]) -> Any:
+def _mutate_one(
+    key: str,
+    value: Any,
+    name: str,
+    rng: random.Random,
+    ranges: Mapping[str, Any],
+    bounds: Mapping[str, Mapping[str, Any]],
+) -> Any:
     mutation = get_mutation(name)
     bound = bounds.get(key)
     try:
@@ -96,8 +107,9 @@ def _mutate_one(key: str, value: Any, name: str, rng: random.Random, ranges: Map
     return new
 
 
-def _mutate_in_space(dim: Dimension, value: Any, name: Optional[str], rng: random.Random,
-                     ranges: Mapping[str, Any]) -> Any:
+def _mutate_in_space(
+    dim: Dimension, value: Any, name: Optional[str], rng: random.Random, ranges: Mapping[str, Any]
+) -> Any:
     """A key of the search space: a float through its scheme function (default x*k or x/k), then
     clamped; 0 (which no factor moves) and non-numbers resampled; ints and choices one step up or
     down (their scheme function's own range would fight the space's)."""
@@ -118,8 +130,13 @@ def _mutate_in_space(dim: Dimension, value: Any, name: Optional[str], rng: rando
     return new
 
 
-def perturb(params: Mapping[str, Any], explore: ExploreConfig, rng: random.Random, factors: Sequence[float],
-            resample_probability: float) -> Dict[str, Any]:
+def perturb(
+    params: Mapping[str, Any],
+    explore: ExploreConfig,
+    rng: random.Random,
+    factors: Sequence[float],
+    resample_probability: float,
+) -> Dict[str, Any]:
     """PBT's perturbation (truncation selection): keys of the search space are resampled with
     ``resample_probability`` or multiplied by one of ``factors`` (discrete: one step that way);
     other keys of the scheme are multiplied by a factor (a discount: 1 - x is) or, when they keep an
@@ -132,8 +149,11 @@ def perturb(params: Mapping[str, Any], explore: ExploreConfig, rng: random.Rando
         mutation = get_mutation(explore.mutation[key])
         factor = factors[rng.randrange(len(factors))]
         value = params[key]
-        if not isinstance(mutation, HyperparameterMutation) or isinstance(value, bool) \
-                or not isinstance(value, (int, float)):
+        if (
+            not isinstance(mutation, HyperparameterMutation)
+            or isinstance(value, bool)
+            or not isinstance(value, (int, float))
+        ):
             continue
         if mutation.value_type is int:
             new: Any = int(value) + (1 if factor > 1.0 else -1 if factor < 1.0 else 0)
@@ -154,8 +174,13 @@ def zero_valued_keys(params: Mapping[str, Any], explore: ExploreConfig) -> List[
             continue
         mutation = get_mutation(explore.mutation[key])
         linear = explore.bounds.get(key, {}).get("scale") == "linear"
-        if isinstance(mutation, HyperparameterMutation) and mutation.value_type is float and \
-                mutation.change_range == GENERAL_RANGE and not linear and params[key] == 0:
+        if (
+            isinstance(mutation, HyperparameterMutation)
+            and mutation.value_type is float
+            and mutation.change_range == GENERAL_RANGE
+            and not linear
+            and params[key] == 0
+        ):
             stuck.append(key)
     return stuck
 
@@ -163,9 +188,13 @@ def zero_valued_keys(params: Mapping[str, Any], explore: ExploreConfig) -> List[
 def warn_zero_valued(params: Mapping[str, Any], explore: ExploreConfig) -> None:
     """Warn (start-up) about every key :func:`zero_valued_keys` finds."""
     for key in zero_valued_keys(params, explore):
-        logger.warning("PBT: %s is 0 and mutates multiplicatively (%s), so it stays 0 in every member. Start it "
-                       "above 0, give it a linear pbt.bounds entry, or use a search space "
-                       "(pbt/search_space=<name>): there a mutation at 0 resamples.", key, explore.mutation[key])
+        logger.warning(
+            "PBT: %s is 0 and mutates multiplicatively (%s), so it stays 0 in every member. Start it "
+            "above 0, give it a linear pbt.bounds entry, or use a search space "
+            "(pbt/search_space=<name>): there a mutation at 0 resamples.",
+            key,
+            explore.mutation[key],
+        )
 
 
 def allowed_range(mutation: Mutation, bound: Optional[Mapping[str, Any]]) -> Tuple[float, float]:
@@ -200,8 +229,13 @@ def clamp(value: Any, low: Optional[float], high: Optional[float]) -> Any:
     return int(result) if is_int else float(result)
 
 
-def check_value(key: str, value: Any, scheme: Mapping[str, str],
-                bounds: Optional[Mapping[str, Mapping[str, Any]]] = None, space: Optional[SearchSpace] = None) -> Any:
+def check_value(
+    key: str,
+    value: Any,
+    scheme: Mapping[str, str],
+    bounds: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    space: Optional[SearchSpace] = None,
+) -> Any:
     """``value`` of the hyperparameter ``key`` as a member may train with it: a number of the type
     its mutation keeps (int: a whole number), finite, inside the mutation's own range and the
     key's ``pbt.bounds``. InvalidValueError naming the key otherwise. A key outside the scheme
@@ -225,9 +259,13 @@ def _unused(value: Any, rng: random.Random, low: float, high: float) -> Any:
     return value
 
 
-def checked_params(params: Any, keys: Iterable[str], scheme: Mapping[str, str],
-                   bounds: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                   space: Optional[SearchSpace] = None) -> Tuple[Dict[str, Any], List[str]]:
+def checked_params(
+    params: Any,
+    keys: Iterable[str],
+    scheme: Mapping[str, str],
+    bounds: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    space: Optional[SearchSpace] = None,
+) -> Tuple[Dict[str, Any], List[str]]:
     """(the values of ``keys`` that ``params`` holds, checked by :func:`check_value`; the problems).
 
     Pure; never raises for junk input: ``params`` that is not a mapping is one problem. Used on a
@@ -249,14 +287,26 @@ def checked_params(params: Any, keys: Iterable[str], scheme: Mapping[str, str],
 
 def mutate_params(params: Mapping[str, Any], explore: ExploreConfig, rng: random.Random) -> Dict[str, Any]:
     """:func:`mutate` with every setting taken from the ``explore`` config section."""
-    return mutate(params, explore.mutation, explore.mutation_rate, explore.change_min, explore.change_max, rng,
-                  min_mutations=explore.min_mutations, bounds=explore.bounds,
-                  discount_range=(explore.discount_change_min, explore.discount_change_max), space=explore.search_space)
+    return mutate(
+        params,
+        explore.mutation,
+        explore.mutation_rate,
+        explore.change_min,
+        explore.change_max,
+        rng,
+        min_mutations=explore.min_mutations,
+        bounds=explore.bounds,
+        discount_range=(explore.discount_change_min, explore.discount_change_max),
+        space=explore.search_space,
+    )
 
 
-def validate_scheme(scheme: Mapping[str, str], resolved_config: Mapping[str, Any],
-                    bounds: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                    space: Optional[SearchSpace] = None) -> None:
+def validate_scheme(
+    scheme: Mapping[str, str],
+    resolved_config: Mapping[str, Any],
+    bounds: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    space: Optional[SearchSpace] = None,
+) -> None:
     """Check every entry of a mutation scheme against the resolved config; report all problems.
 
     Raises ConfigError for an unknown function name, a key missing from the config (naming the
@@ -276,8 +326,9 @@ def validate_scheme(scheme: Mapping[str, str], resolved_config: Mapping[str, Any
         raise ConfigError("Invalid PBT mutation scheme (pbt.mutation):\n  - " + "\n  - ".join(problems))
 
 
-def _entry_problems(key: str, name: str, resolved_config: Mapping[str, Any],
-                    bound: Optional[Mapping[str, Any]] = None) -> List[str]:
+def _entry_problems(
+    key: str, name: str, resolved_config: Mapping[str, Any], bound: Optional[Mapping[str, Any]] = None
+) -> List[str]:
     problems: List[str] = []
     mutation = None
     try:
@@ -301,8 +352,9 @@ def _entry_problems(key: str, name: str, resolved_config: Mapping[str, Any],
     return problems
 
 
-def current_params(resolved_config: Mapping[str, Any], scheme: Mapping[str, str],
-                   space: Optional[SearchSpace] = None) -> Dict[str, Any]:
+def current_params(
+    resolved_config: Mapping[str, Any], scheme: Mapping[str, str], space: Optional[SearchSpace] = None
+) -> Dict[str, Any]:
     """The values of the scheme's and the search space's keys in the resolved config (numeric
     strings become floats; a space key keeps a word such as ``auto``, which its sample replaces)."""
     validate_scheme(scheme, resolved_config, space=space)

@@ -10,6 +10,7 @@ refuses that start-up unless ``pbt.allow_reward_shaping_mutation=true`` accepts 
 
 Pure, standard library only (Python 3.8).
 """
+
 import fnmatch
 import logging
 from dataclasses import dataclass
@@ -49,8 +50,10 @@ def shaped_objective(objective: str, shaping: RewardShaping) -> Optional[str]:
     if objective == EPISODE_RETURN:
         return f"pbt.objective={EPISODE_RETURN} is the episode return of the shaped reward"
     if objective == TRUE_OBJECTIVE and not shaping.reports_true_objective:
-        return (f"pbt.objective={TRUE_OBJECTIVE}, which task {shaping.task} does not report, falls back to the "
-                "episode return of the shaped reward")
+        return (
+            f"pbt.objective={TRUE_OBJECTIVE}, which task {shaping.task} does not report, falls back to the "
+            "episode return of the shaped reward"
+        )
     return None
 
 
@@ -66,15 +69,18 @@ def check_reward_shaping(touched: Iterable[str], objective: str, shaping: Reward
     if shaping.reports_true_objective:
         own = f"pbt.objective={TRUE_OBJECTIVE} (task {shaping.task} reports its own objective)"
     else:
-        own = (f"a task objective: task {shaping.task} reports no true_objective; add "
-               f"extras['{TRUE_OBJECTIVE}'] to its step and declare reports_true_objective = True")
+        own = (
+            f"a task objective: task {shaping.task} reports no true_objective; add "
+            f"extras['{TRUE_OBJECTIVE}'] to its step and declare reports_true_objective = True"
+        )
     raise ConfigError(
         f"PBT would mutate reward-shaping key(s) {', '.join(keys)} of task {shaping.task} while ranking members "
         f"by the reward they shape: {why}. A member could then win by changing its own reward (e.g. a lower "
         "penalty) instead of solving the task better (DexPBT: do not mutate reward-shaping coefficients while "
         f"ranking by the shaped reward). Rank by {own}; or by a key the env reports "
         f"(pbt.objective=episode.<key>); or take the key(s) out of the mutation scheme and search space; or "
-        f"accept the risk with {ALLOW_KEY}=true.")
+        f"accept the risk with {ALLOW_KEY}=true."
+    )
 
 
 def guard_reward_shaping(explore: ExploreConfig, objective: str, shaping: RewardShaping, allow: bool) -> None:
@@ -86,8 +92,14 @@ def guard_reward_shaping(explore: ExploreConfig, objective: str, shaping: Reward
         return
     why = shaped_objective(objective, shaping)
     if why is not None:
-        log.warning("PBT mutates reward-shaping key(s) %s while %s (accepted: %s=true)", ", ".join(keys), why,
-                    ALLOW_KEY)
+        log.warning(
+            "PBT mutates reward-shaping key(s) %s while %s (accepted: %s=true)", ", ".join(keys), why, ALLOW_KEY
+        )
     else:
-        log.info("PBT mutates reward-shaping key(s) %s of task %s; members are ranked by pbt.objective=%s, "
-                 "which they do not shape", ", ".join(keys), shaping.task, objective)
+        log.info(
+            "PBT mutates reward-shaping key(s) %s of task %s; members are ranked by pbt.objective=%s, "
+            "which they do not shape",
+            ", ".join(keys),
+            shaping.task,
+            objective,
+        )

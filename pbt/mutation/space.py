@@ -18,6 +18,7 @@ Inside the space every change stays inside: ranges are clamped, ints stay ints, 
 to a neighbour in its list, and a value of 0 (which no multiplication moves) is resampled.
 Standard library only (Python 3.8).
 """
+
 import logging
 import math
 import random
@@ -210,8 +211,9 @@ class SearchSpace:
             out[key] = self.dims[key].sample(rng)
         return out
 
-    def perturb(self, params: Mapping[str, Any], rng: random.Random, factors: Sequence[float],
-                resample_probability: float) -> Dict[str, Any]:
+    def perturb(
+        self, params: Mapping[str, Any], rng: random.Random, factors: Sequence[float], resample_probability: float
+    ) -> Dict[str, Any]:
         """PBT's perturbation of every key of the space but the fixed ones: resampled with
         ``resample_probability``, else multiplied by a random one of ``factors`` (discrete keys: one
         step that way)."""
@@ -235,8 +237,10 @@ def parse_space(name: str, value: Any) -> SearchSpace:
     if isinstance(value, SearchSpace):
         return value
     if not isinstance(value, Mapping):
-        raise ConfigError(f"pbt.{name} must be a mapping of config key -> {{type, low, high | values}}, "
-                          f"got {type(value).__name__}. Select one with pbt/search_space=<name>.")
+        raise ConfigError(
+            f"pbt.{name} must be a mapping of config key -> {{type, low, high | values}}, "
+            f"got {type(value).__name__}. Select one with pbt/search_space=<name>."
+        )
     return SearchSpace({str(key): _dimension(f"pbt.{name}['{key}']", str(key), spec) for key, spec in value.items()})
 
 
@@ -250,13 +254,17 @@ def _dimension(where: str, key: str, spec: Any) -> Dimension:
     if "fixed" in spec:
         others = sorted(set(map(str, spec)) - {"fixed"})
         if others:
-            raise ConfigError(f"{where}: fixed takes no other field (got {', '.join(others)}); write "
-                              f"{{fixed: <value>}}, or a type with its fields.")
+            raise ConfigError(
+                f"{where}: fixed takes no other field (got {', '.join(others)}); write "
+                f"{{fixed: <value>}}, or a type with its fields."
+            )
         return Dimension(key, CHOICE, values=(_fixed_value(where, spec["fixed"]),))
     kind = str(spec.get("type", ""))
     if kind not in TYPES:
-        raise ConfigError(f"{where}.type {kind!r} is not a search space type.{did_you_mean(kind, list(TYPES))} "
-                          f"Types: {', '.join(TYPES)}.")
+        raise ConfigError(
+            f"{where}.type {kind!r} is not a search space type.{did_you_mean(kind, list(TYPES))} "
+            f"Types: {', '.join(TYPES)}."
+        )
     low = _number(where, "low", spec.get("low"))
     high = _number(where, "high", spec.get("high"))
     if kind == CHOICE:
@@ -264,8 +272,10 @@ def _dimension(where: str, key: str, spec: Any) -> Dimension:
     if low is None or high is None:
         raise ConfigError(f"{where}: type {kind} needs both low and high.")
     if not low < high:
-        raise ConfigError(f"{where}: the range [{low:g}, {high:g}] is empty (low must be below high). "
-                          "Fix the bounds, or use type: choice with one value to fix the key.")
+        raise ConfigError(
+            f"{where}: the range [{low:g}, {high:g}] is empty (low must be below high). "
+            "Fix the bounds, or use type: choice with one value to fix the key."
+        )
     if kind == LOGUNIFORM and low <= 0:
         raise ConfigError(f"{where}: loguniform needs low > 0, got {low:g}; use uniform for a range from 0.")
     grow = _number(where, "grow_factor", spec.get("grow_factor"))
@@ -283,8 +293,7 @@ def _dimension(where: str, key: str, spec: Any) -> Dimension:
     return Dimension(key, kind, low, high)
 
 
-def _choice(where: str, key: str, spec: Mapping[str, Any], low: Optional[float],
-            high: Optional[float]) -> Dimension:
+def _choice(where: str, key: str, spec: Mapping[str, Any], low: Optional[float], high: Optional[float]) -> Dimension:
     values = spec.get("values")
     divisors = spec.get("divisors_of")
     if (values is None) == (divisors is None):
@@ -353,11 +362,13 @@ def resolve_space(space: SearchSpace, resolved_config: Mapping[str, Any]) -> Sea
         if dim.type == CHOICE and not dim.fixed and not dim.contains(current) and current != AUTO:
             # The configured value is where a member that does not draw starts (initial_mutation=false,
             # checkpoint=) and what a resumed member falls back to; several values name none to take.
-            problems.append(f"'{key}': the configured value {current!r} is not in its choice list "
-                            f"{list(dim.values)}, and a list of several values does not say which one to "
-                            f"take instead (a member that does not draw, pbt.initial_mutation=false or "
-                            f"checkpoint=..., starts from the configured value); set {key}=<one of them>, "
-                            f"add it to the list, or fix the key with one value ({{fixed: <value>}}).")
+            problems.append(
+                f"'{key}': the configured value {current!r} is not in its choice list "
+                f"{list(dim.values)}, and a list of several values does not say which one to "
+                f"take instead (a member that does not draw, pbt.initial_mutation=false or "
+                f"checkpoint=..., starts from the configured value); set {key}=<one of them>, "
+                f"add it to the list, or fix the key with one value ({{fixed: <value>}})."
+            )
         dims[key] = dim
     if problems:
         raise ConfigError("Invalid PBT search space (pbt.search_space):\n  - " + "\n  - ".join(problems))
@@ -375,16 +386,23 @@ def fixed_overrides(space: SearchSpace, params: Mapping[str, Any]) -> Dict[str, 
     return out
 
 
-def with_fixed_values(space: SearchSpace, configured: Mapping[str, Any], params: Mapping[str, Any],
-                      policy_idx: int) -> Dict[str, Any]:
+def with_fixed_values(
+    space: SearchSpace, configured: Mapping[str, Any], params: Mapping[str, Any], policy_idx: int
+) -> Dict[str, Any]:
     """A fresh member's ``params`` with the space's fixed values (a sample already holds them;
     pbt.initial_mutation=false and checkpoint= do not sample), each that overrides the
     ``configured`` value logged."""
     out = dict(params)
     for key, (value, fixed) in fixed_overrides(space, configured).items():
         out[key] = fixed
-        log.info("PBT policy %d: the search space fixes %s=%r for a fresh member, overriding the task's "
-                 "configured value %r (a resumed member keeps its recorded value)", policy_idx, key, fixed, value)
+        log.info(
+            "PBT policy %d: the search space fixes %s=%r for a fresh member, overriding the task's "
+            "configured value %r (a resumed member keeps its recorded value)",
+            policy_idx,
+            key,
+            fixed,
+            value,
+        )
     return out
 
 
@@ -393,8 +411,9 @@ def _divisors(dim: Dimension, resolved_config: Mapping[str, Any], problems: List
     for factor_key in dim.divisors_of:
         value = get_by_key(resolved_config, factor_key) if has_key(resolved_config, factor_key) else None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"'{dim.key}': divisors_of needs '{factor_key}' to be a whole number >= 1 in the "
-                            f"config, got {value!r}.")
+            problems.append(
+                f"'{dim.key}': divisors_of needs '{factor_key}' to be a whole number >= 1 in the config, got {value!r}."
+            )
             return None
         product *= value
     low = 1 if dim.low is None else dim.low
@@ -405,7 +424,9 @@ def _divisors(dim: Dimension, resolved_config: Mapping[str, Any], problems: List
             found.update((d, product // d))
     values = tuple(sorted(d for d in found if low <= d <= high))
     if not values:
-        problems.append(f"'{dim.key}': no divisor of {product} ({' x '.join(dim.divisors_of)}) lies in "
-                        f"[{low:g}, {high:g}]; widen low/high.")
+        problems.append(
+            f"'{dim.key}': no divisor of {product} ({' x '.join(dim.divisors_of)}) lies in "
+            f"[{low:g}, {high:g}]; widen low/high."
+        )
         return None
     return Dimension(dim.key, CHOICE, dim.low, dim.high, values=values, divisors_of=dim.divisors_of)

@@ -7,9 +7,21 @@ task as an rl_games env (:mod:`~pbt.rl_games.vecenv`) and TensorBoard / W&B
 Importing this package (and :mod:`~pbt.rl_games.runner`) does not import torch or rl_games: Isaac Gym
 must be imported before torch. The observer, exploit and vecenv modules import them.
 """
+
 from pbt.rl_games.a2c import ContinuousPpoAdapter, DiscretePpoAdapter, PpoAdapter
 from pbt.rl_games.agent import CONFIG, AgentAdapter, nonfinite_tensors
 from pbt.rl_games.registry import ADAPTERS, adapter_class, algo_name, make_adapter, register_adapter
 
-__all__ = ["ADAPTERS", "CONFIG", "AgentAdapter", "ContinuousPpoAdapter", "DiscretePpoAdapter", "PpoAdapter",
-           "adapter_class", "algo_name", "make_adapter", "nonfinite_tensors", "register_adapter"]
+__all__ = [
+    "ADAPTERS",
+    "CONFIG",
+    "AgentAdapter",
+    "ContinuousPpoAdapter",
+    "DiscretePpoAdapter",
+    "PpoAdapter",
+    "adapter_class",
+    "algo_name",
+    "make_adapter",
+    "nonfinite_tensors",
+    "register_adapter",
+]

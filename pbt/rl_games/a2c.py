@@ -5,6 +5,7 @@ against rl_games 1.6.5 (docs/rl_games.md). Anything else (num_actors, horizon_le
 the network, task parameters...) is baked into buffers, the model or the env: changing it needs a
 rebuild, and the member re-executes itself instead.
 """
+
 from typing import Any, Callable, ClassVar, Dict, Mapping
 
 from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
@@ -40,8 +41,12 @@ def _reader(name: str) -> Reader:
 
 #: Config key -> agent attribute, for the keys that are a plain attribute of both PPO agents.
 _PLAIN: Dict[str, str] = {
-    "gamma": "gamma", "tau": "tau", "e_clip": "e_clip", "entropy_coef": "entropy_coef",
-    "critic_coef": "critic_coef", "grad_norm": "grad_norm",
+    "gamma": "gamma",
+    "tau": "tau",
+    "e_clip": "e_clip",
+    "entropy_coef": "entropy_coef",
+    "critic_coef": "critic_coef",
+    "grad_norm": "grad_norm",
 }
 
 #: Full config key -> how to apply a new value to a live ``a2c_discrete`` agent.

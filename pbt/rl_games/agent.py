@@ -10,6 +10,7 @@ This base class is the exec-only adapter: it changes nothing in place, so every 
 is carried out by re-executing the process (:mod:`pbt.restart`), which works for any rl_games agent
 that saves and loads its full state.
 """
+
 import collections
 import logging
 import math
@@ -58,8 +59,10 @@ def plain_checkpoint(state: Any) -> Any:
     and an uncompiled agent (a GPU member, a CPU play or a restart before rl_games compiles) load it."""
     if not isinstance(state, Mapping):
         return state
-    if not any(isinstance(state.get(name), Mapping) and plain_state_dict(state[name]) is not state[name]
-               for name in MODULE_STATES):
+    if not any(
+        isinstance(state.get(name), Mapping) and plain_state_dict(state[name]) is not state[name]
+        for name in MODULE_STATES
+    ):
         return state
     out = dict(state)
     for name in MODULE_STATES:
@@ -100,8 +103,9 @@ def state_dict_mismatch(own: Mapping[str, Any], other: Any, where: str, limit: i
     missing = sorted(set(own) - set(other))
     extra = sorted(str(k) for k in set(other) - set(own))
     if missing or extra:
-        parts = ([f"missing {', '.join(missing[:limit])}{' ...' if len(missing) > limit else ''}"] if missing else []) + \
-            ([f"unexpected {', '.join(extra[:limit])}{' ...' if len(extra) > limit else ''}"] if extra else [])
+        parts = (
+            [f"missing {', '.join(missing[:limit])}{' ...' if len(missing) > limit else ''}"] if missing else []
+        ) + ([f"unexpected {', '.join(extra[:limit])}{' ...' if len(extra) > limit else ''}"] if extra else [])
         return f"{where} keys differ: {'; '.join(parts)}"
     for key in own:
         mine, theirs = own[key], other[key]
@@ -119,8 +123,11 @@ def optimizer_mismatch(optimizer: Any, other: Any, where: str) -> Optional[str]:
     parameters, or per-parameter state (Adam's moments) shaped unlike the parameter. None: fits."""
     import torch
 
-    if not isinstance(other, Mapping) or not isinstance(other.get("param_groups"), Sequence) \
-            or not isinstance(other.get("state"), Mapping):
+    if (
+        not isinstance(other, Mapping)
+        or not isinstance(other.get("param_groups"), Sequence)
+        or not isinstance(other.get("state"), Mapping)
+    ):
         return f"{where} is not an optimizer state_dict (param_groups and state)"
     groups = optimizer.param_groups
     theirs = other["param_groups"]
@@ -130,15 +137,17 @@ def optimizer_mismatch(optimizer: Any, other: Any, where: str) -> Optional[str]:
     for index, (mine, group) in enumerate(zip(groups, theirs)):
         ids = group.get("params") if isinstance(group, Mapping) else None
         if not isinstance(ids, Sequence) or len(ids) != len(mine["params"]):
-            return f"{where} group {index} holds {len(ids) if isinstance(ids, Sequence) else '?'} parameters, " \
-                   f"this agent's {len(mine['params'])}"
+            return (
+                f"{where} group {index} holds {len(ids) if isinstance(ids, Sequence) else '?'} parameters, "
+                f"this agent's {len(mine['params'])}"
+            )
         shapes.update({pid: tuple(param.shape) for pid, param in zip(ids, mine["params"])})
     for pid, entry in other["state"].items():
         if pid not in shapes or not isinstance(entry, Mapping):
             return f"{where} has state for an unknown parameter {pid!r:.80}"
         for name, value in entry.items():
             if not isinstance(value, torch.Tensor):
-                if type(value) not in (int, float) or not math.isfinite(value) or abs(value) > 2 ** 53:
+                if type(value) not in (int, float) or not math.isfinite(value) or abs(value) > 2**53:
                     return f"{where} state {pid}.{name!r:.80} is a {type(value).__name__}, not a tensor or count"
                 continue
             if value.dim() > 0 and tuple(value.shape) != shapes[pid]:
@@ -163,8 +172,10 @@ def donor_optimizer_state(optimizer: Any, other: Mapping[str, Any]) -> Dict[str,
     theirs = [pid for group in other["param_groups"] for pid in group["params"]]
     mine = [pid for group in own["param_groups"] for pid in group["params"]]
     ids = dict(zip(theirs, mine))
-    return {"state": {ids[pid]: dict(entry) for pid, entry in other["state"].items()},
-            "param_groups": own["param_groups"]}
+    return {
+        "state": {ids[pid]: dict(entry) for pid, entry in other["state"].items()},
+        "param_groups": own["param_groups"],
+    }
 
 
 def _plain_score(value: Any) -> bool:
@@ -223,7 +234,8 @@ class AgentAdapter:
         if refused:
             raise ConfigError(
                 f"{', '.join(refused)} cannot change in a running {type(self).__name__} agent (they need a "
-                f"restart). Keys that can: {', '.join(self.inplace_keys()) or 'none'}.")
+                f"restart). Keys that can: {', '.join(self.inplace_keys()) or 'none'}."
+            )
         for key, value in params.items():
             self.setters[key](self.algo, value)
 
@@ -302,9 +314,11 @@ class AgentAdapter:
         ConfigError, before anything is loaded, when the checkpoint does not fit this agent."""
         problem = self.state_problem(state, counts=True)
         if problem is not None:
-            raise ConfigError(f"the checkpoint does not fit this agent: {problem}. It was written by an agent with "
-                              "another network or observation/action space: start from a checkpoint of this "
-                              "configuration, or set the network (train.params.network) it was trained with.")
+            raise ConfigError(
+                f"the checkpoint does not fit this agent: {problem}. It was written by an agent with "
+                "another network or observation/action space: start from a checkpoint of this "
+                "configuration, or set the network (train.params.network) it was trained with."
+            )
         self.algo.set_full_state_weights(self.own_settings(self.live_checkpoint(state), donor=False), set_epoch=True)
 
     def own_settings(self, state: Mapping[str, Any], donor: bool) -> Dict[str, Any]:
@@ -318,8 +332,9 @@ class AgentAdapter:
         if getattr(algo, "optimizer", None) is not None and "optimizer" in out:
             out["optimizer"] = donor_optimizer_state(algo.optimizer, out["optimizer"])
         if getattr(algo, "has_central_value", False) and "assymetric_vf_optimizer" in out:
-            out["assymetric_vf_optimizer"] = donor_optimizer_state(algo.central_value_net.optimizer,
-                                                                   out["assymetric_vf_optimizer"])
+            out["assymetric_vf_optimizer"] = donor_optimizer_state(
+                algo.central_value_net.optimizer, out["assymetric_vf_optimizer"]
+            )
         if donor or not _plain_score(out.get("last_mean_rewards")):
             out["last_mean_rewards"] = getattr(algo, "last_mean_rewards", -1000000000)
         if donor:
@@ -354,5 +369,7 @@ class AgentAdapter:
 
     def describe(self) -> str:
         """``frame F, epoch E, lr L, weights W`` for the log lines tests and benchmarks parse."""
-        return (f"frame {int(self.algo.frame)}, epoch {int(self.algo.epoch_num)}, lr {self.learning_rate():.6g}, "
-                f"weights {self.fingerprint()[:16]}")
+        return (
+            f"frame {int(self.algo.frame)}, epoch {int(self.algo.epoch_num)}, lr {self.learning_rate():.6g}, "
+            f"weights {self.fingerprint()[:16]}"
+        )

@@ -5,6 +5,7 @@ runs a PBT iteration every ``pbt.interval_steps`` frames at the end of an epoch;
 (:class:`pbt.member.PbtMember`) decides and :class:`pbt.rl_games.exploit.Exploiter` carries the
 decision out. Which hook fires when: docs/rl_games.md.
 """
+
 import logging
 import math
 import os
@@ -65,7 +66,8 @@ def _follower_rank(cfg: Dict[str, Any]) -> bool:
             "would pair across ranks doing different things (a hang until the NCCL timeout), and the other ranks "
             "would never take donor weights or mutated hyperparameters. Give each member one GPU instead "
             "(multi_gpu=False; python -m launcher.run spreads members over the GPUs), or use "
-            "train.params.algo.name=trpo (train=<task>TRPO), which follows rank 0.")
+            "train.params.algo.name=trpo (train=<task>TRPO), which follows rank 0."
+        )
     from pbt.config import PbtConfig
 
     explore = PbtConfig.from_mapping(cfg["pbt"]).explore
@@ -75,10 +77,12 @@ def _follower_rank(cfg: Dict[str, Any]) -> bool:
     if explore.network_mutation is not None:
         restart.append("pbt.network_mutation (rank 0 alone would change its architecture)")
     if restart or cfg["pbt"].get("restart_mode") == "exec":
-        raise ConfigError(f"a multi-process member (multi_gpu=True) can only change hyperparameters in place, but "
-                          f"{', '.join(restart) or 'pbt.restart_mode=exec'} would rebuild or restart it. Mutate and "
-                          f"search only in-place keys ({', '.join(sorted(inplace))}) with pbt.restart_mode=inplace "
-                          "and no network mutation (pbt/mutation=default).")
+        raise ConfigError(
+            f"a multi-process member (multi_gpu=True) can only change hyperparameters in place, but "
+            f"{', '.join(restart) or 'pbt.restart_mode=exec'} would rebuild or restart it. Mutate and "
+            f"search only in-place keys ({', '.join(sorted(inplace))}) with pbt.restart_mode=inplace "
+            "and no network mutation (pbt/mutation=default)."
+        )
     return int(os.environ.get("RANK", "0") or 0) > 0
 
 
@@ -137,7 +141,9 @@ class WorkerObserver(AlgoObserver):
             self.restore_checkpoint(agent, checkpoint)
         elif self.member is not None and self.member.resume_record is not None:
             record = self.member.resume_record
-            self.restore(agent, self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}")
+            self.restore(
+                agent, self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}"
+            )
         self.start_frame = int(algo.frame)
         if self.member is not None and self.member.network is not None:
             from pbt.rl_games.surgery import parameter_count
@@ -147,9 +153,15 @@ class WorkerObserver(AlgoObserver):
             self.member.started(self.start_frame)
             scalars = PbtScalars.for_member(algo.writer, self.member, self.start_frame)
             live = getattr(getattr(algo.vec_env, "task", None), "live_setters", None)
-            self.exploiter = Exploiter(self.member, agent, self.score, scalars, task_setters=live() if live else None,
-                                       before_exec=[self.stop_if_signalled, self.flush_writer],
-                                       on_new_weights=self.new_weights)
+            self.exploiter = Exploiter(
+                self.member,
+                agent,
+                self.score,
+                scalars,
+                task_setters=live() if live else None,
+                before_exec=[self.stop_if_signalled, self.flush_writer],
+                on_new_weights=self.new_weights,
+            )
 
     def restore_checkpoint(self, agent: AgentAdapter, checkpoint: str) -> None:
         """Restore ``checkpoint=`` (ConfigError when it does not fit); a joiner whose donor's
@@ -160,10 +172,15 @@ class WorkerObserver(AlgoObserver):
         if problem is None or donor is None:  # only a joiner's checkpoint is checked
             self.restore(agent, state, checkpoint)
             return
-        log.warning("member %d's checkpoint %s does not fit this agent (%s); this joiner starts fresh from frame 0",
-                    donor.policy_idx, checkpoint, problem)
-        self.member.refuse_donor(donor.policy_idx, f"its checkpoint does not fit this agent ({problem})",
-                                 donor.checksum)
+        log.warning(
+            "member %d's checkpoint %s does not fit this agent (%s); this joiner starts fresh from frame 0",
+            donor.policy_idx,
+            checkpoint,
+            problem,
+        )
+        self.member.refuse_donor(
+            donor.policy_idx, f"its checkpoint does not fit this agent ({problem})", donor.checksum
+        )
 
     def restore(self, agent: AgentAdapter, state: Dict[str, Any], source: str) -> None:
         """Load weights, optimizer, normalizers and frame count; then the configured hyperparameters."""
@@ -208,8 +225,10 @@ class WorkerObserver(AlgoObserver):
             return
         diverged = self.agent.nonfinite_weights()
         if diverged and self.member is None:
-            raise PbtError(f"training diverged at frame {frame}: the agent's weights hold NaN/inf "
-                           f"({', '.join(diverged)}). {DIVERGED_HELP}")
+            raise PbtError(
+                f"training diverged at frame {frame}: the agent's weights hold NaN/inf "
+                f"({', '.join(diverged)}). {DIVERGED_HELP}"
+            )
         if self.member is None or self.exploiter is None:
             return
         self.member.heartbeat(frame)
@@ -228,8 +247,13 @@ class WorkerObserver(AlgoObserver):
                 final = self.finishing(frame, epoch_num)
                 self.exploiter.iterate(frame, objective, final=final)
                 if not final:  # pacing: far ahead of the slowest peer, wait for its evidence
-                    wait_for_peers(self.member.pbt, frame, self.member.check_peers, self.member.liveness,
-                                   lambda: self.stop_signal is not None)
+                    wait_for_peers(
+                        self.member.pbt,
+                        frame,
+                        self.member.check_peers,
+                        self.member.liveness,
+                        lambda: self.stop_signal is not None,
+                    )
                     if self.stop_signal is not None:
                         self.stop_on_signal()
         if self.finishing(frame, epoch_num):
@@ -262,8 +286,12 @@ class WorkerObserver(AlgoObserver):
         reported = info_keys(self.last_infos)
         self.last_infos = None
         if self.objective_key == DEFAULT_OBJECTIVE:
-            log.info("the task does not report '%s' in its infos: PBT ranks members by their mean episode "
-                     "return (keys reported: %s)", DEFAULT_OBJECTIVE, ", ".join(reported) or "none")
+            log.info(
+                "the task does not report '%s' in its infos: PBT ranks members by their mean episode "
+                "return (keys reported: %s)",
+                DEFAULT_OBJECTIVE,
+                ", ".join(reported) or "none",
+            )
             return
         names = sorted(set(reported) | set(TRAINER_STATISTICS))
         raise ConfigError(

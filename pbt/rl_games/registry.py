@@ -4,6 +4,7 @@ An algo without a registered adapter falls back to the exec-only :class:`AgentAd
 PBT still exchanges weights and hyperparameters, but every hyperparameter change re-executes the
 process. A new learner registers its adapter here (docs/rl_games.md).
 """
+
 import importlib
 import logging
 from typing import Any, Dict, Mapping, Set, Tuple, Type
@@ -23,7 +24,7 @@ ADAPTERS: Dict[str, Type[AgentAdapter]] = {
 #: Learners this project adds to rl_games' factories: algo name -> (agent, player), as "module:Class"
 #: imported when a Runner is built (rl_games' factories are per Runner).
 LEARNERS: Dict[str, Tuple[str, str]] = {
-    "trpo": ("pbt.rl_games.trpo.agent:TrpoAgent", "rl_games.algos_torch.players:PpoPlayerContinuous"),
+    "trpo": ("pbt.rl_games.trpo.agent:TrpoAgent", "rl_games.algos_torch.players:PpoPlayerContinuous")
 }
 _warned: Set[str] = set()  # algo names already warned about
 
@@ -55,8 +56,10 @@ def algo_name(config: Mapping[str, Any]) -> str:
     try:
         return str(config["train"]["params"]["algo"]["name"])
     except (KeyError, TypeError):
-        raise ConfigError("the config has no train.params.algo.name: pick an rl_games learner, e.g. "
-                          "train.params.algo.name=a2c_continuous.") from None
+        raise ConfigError(
+            "the config has no train.params.algo.name: pick an rl_games learner, e.g. "
+            "train.params.algo.name=a2c_continuous."
+        ) from None
 
 
 def adapter_class(name: str) -> Type[AgentAdapter]:
@@ -66,9 +69,13 @@ def adapter_class(name: str) -> Type[AgentAdapter]:
         return adapter
     if name not in _warned:
         _warned.add(name)
-        log.warning("no PBT adapter for rl_games algo '%s' (known: %s): every hyperparameter change will "
-                    "restart the process. Register one with pbt.rl_games.register_adapter to change them in "
-                    "place.", name, ", ".join(sorted(ADAPTERS)))
+        log.warning(
+            "no PBT adapter for rl_games algo '%s' (known: %s): every hyperparameter change will "
+            "restart the process. Register one with pbt.rl_games.register_adapter to change them in "
+            "place.",
+            name,
+            ", ".join(sorted(ADAPTERS)),
+        )
     return AgentAdapter
 
 
@@ -76,6 +83,8 @@ def make_adapter(algo: Any, name: str) -> AgentAdapter:
     """Wrap a live agent of the algo ``name``; ConfigError when it cannot save and load its state."""
     missing = [m for m in ("get_full_state_weights", "set_full_state_weights") if not hasattr(algo, m)]
     if missing:
-        raise ConfigError(f"the rl_games agent of algo '{name}' ({type(algo).__name__}) lacks {', '.join(missing)}: "
-                          "PBT cannot exchange its weights. Use a learner that saves its full state.")
+        raise ConfigError(
+            f"the rl_games agent of algo '{name}' ({type(algo).__name__}) lacks {', '.join(missing)}: "
+            "PBT cannot exchange its weights. Use a learner that saves its full state."
+        )
     return adapter_class(name)(algo)

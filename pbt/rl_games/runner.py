@@ -7,6 +7,7 @@ off on CPU, ``device``/``device_name`` from ``rl_device``, a deterministic ``ful
 ``Runner.load``, torch threads per worker. Importing this module does not import torch: Isaac Gym
 must be imported first (:func:`pbt.tasks.registry.prepare_backend`).
 """
+
 import logging
 import math
 import os
@@ -57,7 +58,9 @@ class RunSummary:
 
 def experiment_name(cfg: DictConfig) -> str:
     """The run name: ``experiment`` or ``<task>_<date>_<time>``; PBT members get ``_pbt<idx:03d>``."""
-    base = str(cfg.experiment) or f"{cfg.task_name}_{time.strftime('%Y%m%d_%H%M%S')}".replace(":", "_").replace("/", "_")
+    base = str(cfg.experiment) or f"{cfg.task_name}_{time.strftime('%Y%m%d_%H%M%S')}".replace(":", "_").replace(
+        "/", "_"
+    )
     if cfg.pbt.get("enabled", False):
         return f"{base}_pbt{int(cfg.pbt.policy_idx):03d}"
     return base
@@ -73,7 +76,11 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
         cfg.sim_device = rank_device(cfg.sim_device, local_rank)
         cfg.rl_device = rank_device(cfg.rl_device, local_rank)
         graphics = physical_gpu(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"))
-        if graphics is not None and str(cfg.sim_device).startswith("cuda") and int(cfg.get("graphics_device_id", 0)) >= 0:
+        if (
+            graphics is not None
+            and str(cfg.sim_device).startswith("cuda")
+            and int(cfg.get("graphics_device_id", 0)) >= 0
+        ):
             cfg.graphics_device_id = graphics  # Vulkan ignores CUDA's mask: the rank's physical GPU
     if cfg.seed is None or int(cfg.seed) < 0:
         cfg.seed = int.from_bytes(os.urandom(4), "little") % (2**31)
@@ -139,7 +146,7 @@ def command_line_keys(prefix: str) -> List[str]:
     if not HydraConfig.initialized():
         return []
     keys = [str(o).split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task]
-    return [k[len(prefix):] for k in keys if k.startswith(prefix)]
+    return [k[len(prefix) :] for k in keys if k.startswith(prefix)]
 
 
 #: ``minibatch_size: auto`` (the shipped train configs): the batch split into ``num_minibatches``.
@@ -159,8 +166,10 @@ def minibatch_size(config: Mapping[str, Any]) -> int:
     if value is None or str(value).lower() == AUTO:
         parts = config.get("num_minibatches", 1)
         if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
-            raise ConfigError(f"train.params.config.num_minibatches={parts!r} must be a whole number >= 1 "
-                              "(minibatches per PPO epoch when minibatch_size is auto).")
+            raise ConfigError(
+                f"train.params.config.num_minibatches={parts!r} must be a whole number >= 1 "
+                "(minibatches per PPO epoch when minibatch_size is auto)."
+            )
         return nearest_divisors(batch, batch / parts, 1)[0]
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= batch or batch % value:
         works = ", ".join(str(d) for d in sorted(nearest_divisors(batch, value, 6)))
@@ -168,7 +177,8 @@ def minibatch_size(config: Mapping[str, Any]) -> int:
             f"train.params.config.minibatch_size={value!r} does not split the batch of num_envs "
             f"({config['num_actors']}) x horizon_length ({config['horizon_length']}) = {batch} samples into "
             f"whole minibatches. Values that work: {works}; or leave it out (minibatch_size=auto: the batch "
-            f"in train.params.config.num_minibatches={config.get('num_minibatches', 1)} parts).")
+            f"in train.params.config.num_minibatches={config.get('num_minibatches', 1)} parts)."
+        )
     return value
 
 
@@ -201,16 +211,21 @@ def rl_games_params(cfg: Dict[str, Any]) -> Dict[str, Any]:
     config["minibatch_size"] = minibatch_size(config)
     config.pop("num_minibatches", None)  # this project's key, not rl_games'
     batch = int(config["num_actors"]) * int(config["horizon_length"])
-    log.info("minibatch_size=%d%s: %d envs x %d steps = %d samples in %d minibatches", config["minibatch_size"],
-             " (auto)" if auto else "", int(config["num_actors"]), int(config["horizon_length"]), batch,
-             batch // config["minibatch_size"])
+    log.info(
+        "minibatch_size=%d%s: %d envs x %d steps = %d samples in %d minibatches",
+        config["minibatch_size"],
+        " (auto)" if auto else "",
+        int(config["num_actors"]),
+        int(config["horizon_length"]),
+        batch,
+        batch // config["minibatch_size"],
+    )
     params["torch_threads"] = torch_threads_for(cfg)
     params["seed"] = int(cfg["seed"])
     return {"params": params}
 
 
-def build_runner(cfg: DictConfig, observer: Any = None, prepare: Optional[Callable[[], Dict[str, Any]]] = None
-                 ) -> Any:
+def build_runner(cfg: DictConfig, observer: Any = None, prepare: Optional[Callable[[], Dict[str, Any]]] = None) -> Any:
     """Build the task and an rl_games Runner (loaded with the config) for ``cfg``.
 
     ``prepare()`` (default: :func:`prepare_config`) returns the plain config the task and agent are
@@ -224,8 +239,14 @@ def build_runner(cfg: DictConfig, observer: Any = None, prepare: Optional[Callab
     from pbt.rl_games.vecenv import register_task
 
     plain = prepare() if prepare is not None else prepare_config(cfg)
-    task = build_task(ref, plain["task"], plain["sim_device"], plain["rl_device"], plain["headless"],
-                      int(plain.get("graphics_device_id", 0)))
+    task = build_task(
+        ref,
+        plain["task"],
+        plain["sim_device"],
+        plain["rl_device"],
+        plain["headless"],
+        int(plain.get("graphics_device_id", 0)),
+    )
     register_task(task)
     runner = Runner(algo_observer=observer)
     register_learners(runner)  # learners this project adds (trpo)
@@ -238,8 +259,7 @@ def create_agent(runner: Any, base_name: str) -> Any:
     return runner.algo_factory.create(runner.algo_name, base_name=base_name, params=runner.params)
 
 
-def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "WorkerObserver"]] = None
-        ) -> RunSummary:
+def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "WorkerObserver"]] = None) -> RunSummary:
     """Train one worker as configured; return (and log) its summary.
 
     ``observer_factory(plain_config)`` builds the rl_games observer (default: WorkerObserver, which
@@ -259,8 +279,13 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
 
 def summarize(observer: "WorkerObserver", wall_time: float) -> RunSummary:
     """The summary of a finished training run, from its observer."""
-    return RunSummary(frames=int(observer.algo.frame), wall_time=wall_time, mean_reward=observer.mean_reward(),
-                      objective=observer.objective(), start_frame=observer.start_frame)
+    return RunSummary(
+        frames=int(observer.algo.frame),
+        wall_time=wall_time,
+        mean_reward=observer.mean_reward(),
+        objective=observer.objective(),
+        start_frame=observer.start_frame,
+    )
 
 
 def prepare_task_backend(cfg: DictConfig) -> TaskRef:

@@ -19,6 +19,7 @@ change does to the function the network computes (measured in tests/rl_games/tes
 Adam's state is kept for every parameter whose tensor keeps its shape and meaning, and starts fresh
 (step 0) for new or reshaped ones.
 """
+
 import copy
 import logging
 import math
@@ -139,8 +140,9 @@ def transform_state(state: Mapping[str, torch.Tensor], change: NetworkChange, se
     return new, fresh
 
 
-def _resize(state: State, fresh: Set[str], chain: str, layer: int, units: int, separate: bool,
-            gen: torch.Generator) -> None:
+def _resize(
+    state: State, fresh: Set[str], chain: str, layer: int, units: int, separate: bool, gen: torch.Generator
+) -> None:
     key = hidden_key(chain, layer)
     weight, bias = state[key], state[_bias(key)]
     old = weight.shape[0]
@@ -171,16 +173,22 @@ def _add_layer(state: State, fresh: Set[str], chain: str) -> None:
 
 
 ACTIVATION_FUNCTIONS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "elu": torch.nn.functional.elu,
-    "selu": torch.selu, "swish": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu,
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "elu": torch.nn.functional.elu,
+    "selu": torch.selu,
+    "swish": torch.nn.functional.silu,
+    "gelu": torch.nn.functional.gelu,
     "softplus": torch.nn.functional.softplus,
 }
 FOLD_SAMPLES = 4096
 """Inputs drawn to linearise the activation of a removed layer."""
 
 
-def _remove_layer(state: State, fresh: Set[str], chain: str, separate: bool, activation: str,
-                  gen: torch.Generator) -> None:
+def _remove_layer(
+    state: State, fresh: Set[str], chain: str, separate: bool, activation: str, gen: torch.Generator
+) -> None:
     """Fold the last hidden layer into the heads, its activation replaced by its least-squares line
     per unit, act(z) ~ a + d z, fitted over standard-normal inputs (what rl_games' input normalizer
     produces): exact where the activation is linear on the data (an identity layer after relu)."""
@@ -196,8 +204,11 @@ def _remove_layer(state: State, fresh: Set[str], chain: str, separate: bool, act
     out = act(z)
     centred = z - z.mean(0)
     variance = centred.pow(2).mean(0)
-    slope = torch.where(variance > 1e-12, (centred * (out - out.mean(0))).mean(0) / variance.clamp_min(1e-12),
-                        torch.zeros_like(variance))
+    slope = torch.where(
+        variance > 1e-12,
+        (centred * (out - out.mean(0))).mean(0) / variance.clamp_min(1e-12),
+        torch.zeros_like(variance),
+    )
     offset = out.mean(0) - slope * z.mean(0)
     slope, offset = slope.to(weight.dtype), offset.to(weight.dtype)
     for head in heads(state, chain, separate):
@@ -239,8 +250,10 @@ def builder_of(algo: Any) -> Any:
     """rl_games' A2CBuilder behind ``algo.network`` (the model factory); ConfigError if absent."""
     builder = getattr(getattr(algo, "network", None), "network_builder", None)
     if builder is None or not isinstance(getattr(builder, "params", None), dict) or "mlp" not in builder.params:
-        raise ConfigError("network mutations need an rl_games agent built from an actor_critic network "
-                          "(algo.network.network_builder.params['mlp']); this agent has none.")
+        raise ConfigError(
+            "network mutations need an rl_games agent built from an actor_critic network "
+            "(algo.network.network_builder.params['mlp']); this agent has none."
+        )
     return builder
 
 
@@ -263,18 +276,24 @@ def build_model(algo: Any, spec: NetworkSpec) -> torch.nn.Module:
     kept = builder.params
     builder.params = params
     try:
-        model = algo.network.build({
-            "actions_num": algo.actions_num, "input_shape": algo.obs_shape,
-            "num_seqs": algo.num_actors * algo.num_agents, "value_size": algo.env_info.get("value_size", 1),
-            "normalize_value": algo.normalize_value, "normalize_input": algo.normalize_input,
-        })
+        model = algo.network.build(
+            {
+                "actions_num": algo.actions_num,
+                "input_shape": algo.obs_shape,
+                "num_seqs": algo.num_actors * algo.num_agents,
+                "value_size": algo.env_info.get("value_size", 1),
+                "normalize_value": algo.normalize_value,
+                "normalize_input": algo.normalize_input,
+            }
+        )
     finally:
         builder.params = kept
     return model.to(algo.ppo_device)
 
 
-def _install(algo: Any, model: torch.nn.Module, spec: NetworkSpec,
-             carry: Callable[[torch.optim.Optimizer], None]) -> None:
+def _install(
+    algo: Any, model: torch.nn.Module, spec: NetworkSpec, carry: Callable[[torch.optim.Optimizer], None]
+) -> None:
     """Make ``model`` the agent's model with a new optimizer like the old one (same class, settings
     and learning rate in force), ``carry`` filling its state."""
     old = algo.optimizer
@@ -315,8 +334,12 @@ def apply_change(algo: Any, change: NetworkChange) -> Set[str]:
                 optimizer.state[param] = {k: v.clone() if torch.is_tensor(v) else v for k, v in old_state.items()}
 
     _install(algo, model, change.after, carry)
-    log.info("network: %s (%d parameters; optimizer state fresh for %s)", change.describe(),
-             parameter_count(model), ", ".join(sorted(fresh)) or "none")
+    log.info(
+        "network: %s (%d parameters; optimizer state fresh for %s)",
+        change.describe(),
+        parameter_count(model),
+        ", ".join(sorted(fresh)) or "none",
+    )
     return fresh
 
 
@@ -355,8 +378,10 @@ def _model_changed(algo: Any) -> None:
 
 def refuse_unsupported(algo: Any) -> None:
     if getattr(algo, "has_central_value", False):
-        raise ConfigError("network mutations are not supported with a central value network "
-                          "(train.params.config.central_value_config): use pbt/mutation=default.")
+        raise ConfigError(
+            "network mutations are not supported with a central value network "
+            "(train.params.config.central_value_config): use pbt/mutation=default."
+        )
     if type(algo.model).__name__ == "OptimizedModule":
         raise ConfigError("network mutations need an uncompiled model: set train.params.config.torch_compile=false.")
 

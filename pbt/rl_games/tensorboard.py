@@ -20,6 +20,7 @@ W&B (``wandb_activate=true``): :func:`start_wandb` starts (or, after a restart, 
 run per member, with a stable id derived from the experiment name and the policy index, syncing
 rl_games' TensorBoard scalars. ``wandb`` is imported only then.
 """
+
 import hashlib
 import logging
 import math
@@ -136,7 +137,9 @@ class PbtScalars:
         diversity = hp_diversity([r.params for r in records.values()])
         if diversity is not None:
             self._add("hp_diversity", diversity, frame, written)
-        network = current.network if current is not None and current.network else (own.network if own is not None else None)
+        network = (
+            current.network if current is not None and current.network else (own.network if own is not None else None)
+        )
         if network:  # an evolved network (pbt/mutation=agilerl): its size over time
             units = network.get("units") or []
             self._add("network_layers", float(len(units)), frame, written)
@@ -154,8 +157,9 @@ class PbtScalars:
             own = records.get(member.pbt.policy_idx)
             lineage = member.workspace.read_lineage()
         except (PbtError, OSError) as exc:
-            log.warning("PBT policy %d: TensorBoard PBT scalars skipped at frame %d: %s",
-                        member.pbt.policy_idx, frame, exc)
+            log.warning(
+                "PBT policy %d: TensorBoard PBT scalars skipped at frame %d: %s", member.pbt.policy_idx, frame, exc
+            )
             return {}
         return self.log_iteration(int(frame), own, records, lineage)
 
@@ -226,8 +230,13 @@ def start_wandb(cfg: Mapping[str, Any], module: Any = None) -> Any:
 
         Path(settings["dir"]).mkdir(parents=True, exist_ok=True)
     run = module.init(**settings)
-    log.info("W&B run %s (project %s, group %s) %s", settings["id"], settings["project"], settings["group"],
-             "started or resumed")
+    log.info(
+        "W&B run %s (project %s, group %s) %s",
+        settings["id"],
+        settings["project"],
+        settings["group"],
+        "started or resumed",
+    )
     return run
 
 

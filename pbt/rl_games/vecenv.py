@@ -1,4 +1,5 @@
 """Thin glue between a vectorized task (built-in, user's or Isaac Gym) and rl_games' IVecEnv."""
+
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np

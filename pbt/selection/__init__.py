@@ -13,6 +13,7 @@ argument; peers are visited in policy_idx order, so a decision is reproducible f
 - :mod:`pbt.selection.registry`: name -> strategy, and ``decide`` / ``initial_mutation``;
 - :mod:`pbt.selection.stats`: the Welch t-test behind the significance gate.
 """
+
 from pbt.selection.base import KEEP, MUTATE, REPLACE, Context, Decision, MemberState, SelectionGates, Strategy
 from pbt.selection.dexpbt import DexPbt, DexPbtConfig
 from pbt.selection.population import (
@@ -42,9 +43,38 @@ from pbt.selection.tournament import Tournament, TournamentConfig
 from pbt.selection.truncation import Truncation, TruncationConfig
 
 __all__ = [
-    "KEEP", "MUTATE", "REPLACE", "STRATEGIES", "Context", "Decision", "DexPbt", "DexPbtConfig", "MemberState",
-    "SelectionGates", "SelectionSettings", "Strategy", "Threshold", "ThresholdConfig", "Tournament",
-    "TournamentConfig", "Truncation", "TruncationConfig", "check_policy_idx",
-    "decide", "default_settings", "eligible_donors", "get_strategy", "group_size", "initial_mutation",
-    "invalid_donors", "is_diverged", "is_ready", "known_objective", "mean_std", "population_view", "rank", "strategy_names", "trimmed_std",
+    "KEEP",
+    "MUTATE",
+    "REPLACE",
+    "STRATEGIES",
+    "Context",
+    "Decision",
+    "DexPbt",
+    "DexPbtConfig",
+    "MemberState",
+    "SelectionGates",
+    "SelectionSettings",
+    "Strategy",
+    "Threshold",
+    "ThresholdConfig",
+    "Tournament",
+    "TournamentConfig",
+    "Truncation",
+    "TruncationConfig",
+    "check_policy_idx",
+    "decide",
+    "default_settings",
+    "eligible_donors",
+    "get_strategy",
+    "group_size",
+    "initial_mutation",
+    "invalid_donors",
+    "is_diverged",
+    "is_ready",
+    "known_objective",
+    "mean_std",
+    "population_view",
+    "rank",
+    "strategy_names",
+    "trimmed_std",
 ]

@@ -6,6 +6,7 @@ objective, ready rule, significance test) are the same for every strategy: each 
 with :meth:`Strategy.waiting`, so ``pbt.start_after``/``pbt.initial_delay`` mean the same whatever
 rule ranks.
 """
+
 import abc
 import math
 import random
@@ -120,8 +121,12 @@ class SelectionGates(Section):
         if self.ready_after is None:
             self.ready_after = self.start_after
         require(self.ready_after >= 0, "ready_after", self.ready_after, ">= 0")
-        require(self.significance is None or 0.0 < self.significance < 1.0, "significance",
-                self.significance, "in (0, 1), or null to compare means only")
+        require(
+            self.significance is None or 0.0 < self.significance < 1.0,
+            "significance",
+            self.significance,
+            "in (0, 1), or null to compare means only",
+        )
         require(self.initial_delay >= 0, "initial_delay", self.initial_delay, ">= 0")
 
     @property
@@ -180,6 +185,7 @@ class Strategy(abc.ABC):
     def check_config(cls, cfg: Any) -> None:
         """Start-up checks of the whole ``pbt`` config (a :class:`pbt.config.PbtConfig`) when this
         strategy is selected; ConfigError saying what to change. Default: none."""
+        return None  # an optional hook: most strategies need no check
 
     @property
     def window(self) -> int:
@@ -206,14 +212,21 @@ class Strategy(abc.ABC):
         params = dict(own.record.params)
         return Decision(KEEP, None, reason, params, dict(params))
 
-    def act(self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str,
-            rng: random.Random) -> Decision:
+    def act(
+        self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str, rng: random.Random
+    ) -> Decision:
         """Mutate ``base`` params; replace weights with ``donor``'s when given, else keep own weights."""
         return self.decision(own, donor, self.ctx.explore(base, rng), reason)
 
-    def replace_if_significant(self, own: MemberState, donor: "Record", reason: str, rng: random.Random,
-                               fallback: str = "mutate only",
-                               carry_out: Optional[Callable[..., Decision]] = None) -> Decision:
+    def replace_if_significant(
+        self,
+        own: MemberState,
+        donor: "Record",
+        reason: str,
+        rng: random.Random,
+        fallback: str = "mutate only",
+        carry_out: Optional[Callable[..., Decision]] = None,
+    ) -> Decision:
         """Take ``donor``'s weights and hyperparameters when its lead passes the significance test (a
         diverged member skips it), else keep own weights and hyperparameters; ``carry_out`` (default
         :meth:`act`) then explores from there."""
@@ -241,8 +254,7 @@ def fmt(value: Optional[float]) -> str:
 def timing_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
     """Why the member is too young to act, or None."""
     if own.frames_since_start < gates.start_after:
-        return (f"start_after: {fmt(own.frames_since_start)} of {fmt(gates.start_after)} frames "
-                "since start/replacement")
+        return f"start_after: {fmt(own.frames_since_start)} of {fmt(gates.start_after)} frames since start/replacement"
     return initial_delay_gate(own, gates)
 
 
@@ -265,8 +277,10 @@ def ready_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
     """The ready rule: a member that took a donor's weights (or started) less than ready_after frames
     ago is not judged yet: its objective still reflects the start, not its hyperparameters."""
     if own.record.frames_since_replace < gates.ready_frames:
-        return (f"not ready: {fmt(own.record.frames_since_replace)} of ready_after {fmt(gates.ready_after)} "
-                "frames since it started or took a donor's weights")
+        return (
+            f"not ready: {fmt(own.record.frames_since_replace)} of ready_after {fmt(gates.ready_after)} "
+            "frames since it started or took a donor's weights"
+        )
     return None
 
 
@@ -276,6 +290,8 @@ def significance(donor: "Record", own: "Record", gates: SelectionGates) -> Tuple
         return True, ""
     p = welch_greater(donor.episode_returns, own.episode_returns)
     if p is None:
-        return False, (f"; too few episode samples for a significance test ({len(donor.episode_returns)} "
-                       f"donor, {len(own.episode_returns)} own)")
+        return False, (
+            f"; too few episode samples for a significance test ({len(donor.episode_returns)} "
+            f"donor, {len(own.episode_returns)} own)"
+        )
     return p < gates.significance, f"; Welch p={p:.3g} vs significance {gates.significance:g}"

@@ -6,6 +6,7 @@ best group as its candidate. It copies the candidate's weights only when the lea
 std threshold (a fraction of the trimmed std) and the absolute threshold (a fraction of
 |candidate objective|) and passes the significance test; otherwise it only mutates.
 """
+
 import math
 import random
 from dataclasses import dataclass
@@ -91,8 +92,10 @@ class DexPbt(Strategy):
         hysteresis = _hysteresis_value(own)
         weakest_best = min(o for o in best_objectives if o is not None)
         if hysteresis >= weakest_best:
-            return (f"best in-interval objective {fmt(hysteresis)} >= {fmt(weakest_best)}, "
-                    "the weakest of the best group: doing okay")
+            return (
+                f"best in-interval objective {fmt(hysteresis)} >= {fmt(weakest_best)}, "
+                "the weakest of the best group: doing okay"
+            )
         return None
 
     def _best_group(self, ranking: List[int], view: View) -> List[int]:
@@ -108,9 +111,11 @@ class DexPbt(Strategy):
         known = [o for o in (known_objective(r) for r in view.values()) if o is not None]
         std_threshold = self.settings.replace_threshold_frac_std * trimmed_std(known)
         abs_threshold = self.settings.replace_threshold_frac_absolute * abs(candidate)
-        numbers = (f"candidate {donor.policy_idx} objective {fmt(candidate)} vs own {fmt(own_objective)}: "
-                   f"delta {fmt(delta)}, std threshold {fmt(std_threshold)}, "
-                   f"absolute threshold {fmt(abs_threshold)}")
+        numbers = (
+            f"candidate {donor.policy_idx} objective {fmt(candidate)} vs own {fmt(own_objective)}: "
+            f"delta {fmt(delta)}, std threshold {fmt(std_threshold)}, "
+            f"absolute threshold {fmt(abs_threshold)}"
+        )
         own_params = dict(own.record.params)
         if delta > std_threshold and delta > abs_threshold:
             significant, test = diverged_significance(own.record) or significance(donor, own.record, self.ctx.gates)

@@ -29,6 +29,7 @@ fine against peers that are merely early. So every record carries its member's o
 
 Pure functions: records in, records out, no I/O.
 """
+
 import dataclasses
 import math
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
@@ -59,8 +60,7 @@ class Pair:
 def known(record: "Record") -> Dict[int, float]:
     """Iteration -> the member's known (finite) objective: its history up to its record's iteration,
     and the record's own objective at that iteration (it is the newest word there)."""
-    values = {i: float(o) for i, o in record.history.items()  # type: ignore[arg-type]
-              if i < record.iteration and _finite(o)}
+    values = {i: float(o) for i, o in record.history.items() if o is not None and i < record.iteration and _finite(o)}
     if _finite(record.objective):
         values[record.iteration] = float(record.objective)  # type: ignore[arg-type]
     return values
@@ -99,12 +99,18 @@ def translated(record: "Record", peer_known: Mapping[int, float], at: Pair, shif
     progress since its side of the pair): objective, history and episode objectives. Checkpoint,
     params and readiness stay the newest (a donor gives its newest weights)."""
     history: Dict[int, Optional[float]] = {i: o + shift for i, o in peer_known.items() if i <= at.peer_iteration}
-    return dataclasses.replace(record, iteration=at.peer_iteration, objective=at.peer_objective + shift,
-                               history=history, episode_returns=[x + shift for x in record.episode_returns])
+    return dataclasses.replace(
+        record,
+        iteration=at.peer_iteration,
+        objective=at.peer_objective + shift,
+        history=history,
+        episode_returns=[x + shift for x in record.episode_returns],
+    )
 
 
-def align(own: "Record", view: Mapping[int, Optional["Record"]],
-          window: int = 1) -> Tuple[List["Record"], Dict[int, Pair]]:
+def align(
+    own: "Record", view: Mapping[int, Optional["Record"]], window: int = 1
+) -> Tuple[List["Record"], Dict[int, Pair]]:
     """(peers' records for the strategy, policy_idx -> the pair each compared peer was taken at).
 
     Peers with a known objective are translated into this member's present (see the module
@@ -116,7 +122,7 @@ def align(own: "Record", view: Mapping[int, Optional["Record"]],
         return peers, {}
     mine = known(own)
     now = window_mean(mine, own.iteration, window)
-    out: List["Record"] = []
+    out: List[Record] = []
     pairs: Dict[int, Pair] = {}
     for record in peers:
         theirs = known(record)
@@ -150,8 +156,11 @@ def describe(own: "Record", pairs: Mapping[int, Pair]) -> str:
     parts = []
     for (theirs, mine), members in sorted(groups.items()):
         names = ", ".join(str(i) for i in members)
-        parts.append(f"at iteration {theirs} with {names}" if theirs == mine
-                     else f"with {names} at iteration {theirs} (own at {mine})")
+        parts.append(
+            f"at iteration {theirs} with {names}"
+            if theirs == mine
+            else f"with {names} at iteration {theirs} (own at {mine})"
+        )
     return f"; compared at equal experience (own newest {own.iteration}): {'; '.join(parts)}"
 
 

@@ -6,6 +6,7 @@ intervals at the ranking member's own pace, in seconds), or while its heartbeat 
 training: a slow member is not dropped while it lives. Finished, stopped and dead members drop out
 once their newest record is older than the window; members that never published are not ranked.
 """
+
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -26,8 +27,9 @@ class Membership:
     """policy_idx -> why that member (it has a record) is not ranked."""
 
 
-def ranked_members(own_idx: int, records: Mapping[int, "Record"], training: AbstractSet[int], now: float,
-                   window_seconds: float) -> Membership:
+def ranked_members(
+    own_idx: int, records: Mapping[int, "Record"], training: AbstractSet[int], now: float, window_seconds: float
+) -> Membership:
     """The elastic population at ``now``: own index, plus every peer with a record that is younger
     than ``window_seconds`` or whose heartbeat says it is ``training``."""
     members = {own_idx}
@@ -76,21 +78,20 @@ def plausible_frame(record: "Record", interval_steps: int, max_frames: Optional[
     the record says (``frame // interval_steps``) and lie below ``max_frames`` (a joiner taking
     more would end at once)."""
     if record.frame // interval_steps != record.iteration:
-        return (f"its frame {record.frame} is not iteration {record.iteration} at pbt.interval_steps="
-                f"{interval_steps}")
+        return f"its frame {record.frame} is not iteration {record.iteration} at pbt.interval_steps={interval_steps}"
     if max_frames is not None and max_frames > 0 and record.frame >= max_frames:
         return f"its frame {record.frame} is not below max_frames={max_frames}"
     return None
 
 
-def join_donor(own_idx: int, records: Mapping[int, "Record"], alive: AbstractSet[int],
-               refused: AbstractSet[int] = frozenset()) -> Optional["Record"]:
+def join_donor(
+    own_idx: int, records: Mapping[int, "Record"], alive: AbstractSet[int], refused: AbstractSet[int] = frozenset()
+) -> Optional["Record"]:
     """The record a member joining with ``pbt.join=best`` starts from: the best finite objective
     among ``alive`` peers (the caller passes those whose heartbeat is fresh and says training: a
     finished member's frames are spent) not ``refused``; ties go to the lower index. None: no such
     peer (the member starts fresh)."""
-    candidates = [r for i, r in records.items()
-                  if i != own_idx and i in alive and i not in refused and r.has_objective]
+    candidates = [r for i, r in records.items() if i != own_idx and i in alive and i not in refused and r.has_objective]
     if not candidates:
         return None
     return max(candidates, key=lambda r: (float(r.objective), -r.policy_idx))  # type: ignore[arg-type]  # candidates filtered on has_objective

@@ -27,6 +27,7 @@ a migration whose lead is not significant is skipped, an internal copy falls bac
 its own hyperparameters); the default layout is scaled to the population size
 (:func:`default_layout`); elastic populations are refused (membership must not change).
 """
+
 import math
 import random
 from dataclasses import dataclass, field
@@ -35,14 +36,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from pbt.errors import ConfigError
 from pbt.sections import PARSER, Section, type_error
 from pbt.selection.base import KEEP, Decision, MemberState, Strategy, fmt
-from pbt.selection.population import (
-    eligible_donors,
-    is_diverged,
-    known_objective,
-    merge_params,
-    population_view,
-    rank,
-)
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, merge_params, population_view, rank
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -55,8 +49,11 @@ PERTURBATION_FACTORS = (0.8, 1.25)
 
 def to_ints(name: str, value: Any) -> Tuple[int, ...]:
     """A non-empty list of whole numbers >= 1."""
-    if not isinstance(value, (list, tuple)) or not value or any(
-            isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+    if (
+        not isinstance(value, (list, tuple))
+        or not value
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value)
+    ):
         raise type_error(name, value, "a non-empty list of whole numbers >= 1, e.g. [1, 10, 25, 50]")
     return tuple(int(v) for v in value)
 
@@ -81,12 +78,16 @@ class MfPbtConfig(Section):
     def __post_init__(self) -> None:
         self.mfpbt_frequencies = to_ints("mfpbt_frequencies", self.mfpbt_frequencies)
         if list(self.mfpbt_frequencies) != sorted(set(self.mfpbt_frequencies)):
-            raise ConfigError(f"pbt.mfpbt_frequencies must be strictly increasing, got {list(self.mfpbt_frequencies)} "
-                              "(the migration rule compares sub-populations by frequency).")
+            raise ConfigError(
+                f"pbt.mfpbt_frequencies must be strictly increasing, got {list(self.mfpbt_frequencies)} "
+                "(the migration rule compares sub-populations by frequency)."
+            )
         self.mfpbt_sizes = to_sizes("mfpbt_sizes", self.mfpbt_sizes)
         if self.mfpbt_sizes is not None and len(self.mfpbt_sizes) != len(self.mfpbt_frequencies):
-            raise ConfigError(f"pbt.mfpbt_sizes has {len(self.mfpbt_sizes)} entries but pbt.mfpbt_frequencies "
-                              f"{len(self.mfpbt_frequencies)}: give one size per frequency, or null.")
+            raise ConfigError(
+                f"pbt.mfpbt_sizes has {len(self.mfpbt_sizes)} entries but pbt.mfpbt_frequencies "
+                f"{len(self.mfpbt_frequencies)}: give one size per frequency, or null."
+            )
 
     def to_flat(self) -> Dict[str, Any]:
         flat = super().to_flat()  # tuples are not YAML-safe
@@ -122,8 +123,10 @@ def layout(cfg: MfPbtConfig, num_policies: int) -> List[SubPopulation]:
         pairs = default_layout(num_policies, cfg.mfpbt_frequencies)
     else:
         if sum(cfg.mfpbt_sizes) != num_policies:
-            raise ConfigError(f"pbt.mfpbt_sizes {list(cfg.mfpbt_sizes)} sums to {sum(cfg.mfpbt_sizes)}, but "
-                              f"pbt.num_policies is {num_policies}: make them add up, or set mfpbt_sizes=null.")
+            raise ConfigError(
+                f"pbt.mfpbt_sizes {list(cfg.mfpbt_sizes)} sums to {sum(cfg.mfpbt_sizes)}, but "
+                f"pbt.num_policies is {num_policies}: make them add up, or set mfpbt_sizes=null."
+            )
         pairs = list(zip(cfg.mfpbt_frequencies, cfg.mfpbt_sizes))
     subs: List[SubPopulation] = []
     start = 0
@@ -150,8 +153,8 @@ def brackets(ranking: Sequence[int]) -> Tuple[List[int], List[int], List[int]]:
     if n < 2:
         return [], [], []
     share = max(1, n // 4)
-    top, bottom = list(ranking[:share]), list(ranking[n - share:])
-    middle = list(ranking[max(share, n - 2 * share):n - share])
+    top, bottom = list(ranking[:share]), list(ranking[n - share :])
+    middle = list(ranking[max(share, n - 2 * share) : n - share])
     return top, (middle or bottom), bottom
 
 
@@ -165,8 +168,10 @@ class MfPbt(Strategy):
     @classmethod
     def check_config(cls, cfg: Any) -> None:
         if cfg.population_size is None:
-            raise ConfigError("pbt/selection=mfpbt needs a fixed population (sub-populations are blocks of "
-                              "policy indices): set pbt.num_policies=N instead of auto.")
+            raise ConfigError(
+                "pbt/selection=mfpbt needs a fixed population (sub-populations are blocks of "
+                "policy indices): set pbt.num_policies=N instead of auto."
+            )
         layout(cfg.strategies["mfpbt"], cfg.population_size)
 
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
@@ -195,14 +200,28 @@ class MfPbt(Strategy):
             return self._copy(own, view, top, bottom, numbers, rng)
         return self.keep(own, f"neither bottom nor migration bracket: {numbers}")
 
-    def _migrate(self, own: MemberState, view: Mapping[int, Optional["Record"]], ranking: List[int],
-                 local: List[int], migration: List[int], subs: List[SubPopulation], sub: SubPopulation,
-                 numbers: str, rng: random.Random) -> Optional[Decision]:
+    def _migrate(
+        self,
+        own: MemberState,
+        view: Mapping[int, Optional["Record"]],
+        ranking: List[int],
+        local: List[int],
+        migration: List[int],
+        subs: List[SubPopulation],
+        sub: SubPopulation,
+        numbers: str,
+        rng: random.Random,
+    ) -> Optional[Decision]:
         """The asymmetric migration into this member, or None when no migrant ranks above it."""
         idx = own.record.policy_idx
-        outside = [r.policy_idx for r in eligible_donors(
-            [r for r in (view[i] for i in ranking if i not in sub.members) if r is not None], self.ctx.gates.ready_frames,
-            self.ctx.banned_donors)]
+        outside = [
+            r.policy_idx
+            for r in eligible_donors(
+                [r for r in (view[i] for i in ranking if i not in sub.members) if r is not None],
+                self.ctx.gates.ready_frames,
+                self.ctx.banned_donors,
+            )
+        ]
         position = {i: p for p, i in enumerate(ranking)}
         taken = 0
         migrant: Optional[int] = None
@@ -228,37 +247,59 @@ class MfPbt(Strategy):
             assert best is not None
             params = merge_params(own.record.params, best)
             whose = f"member {local[0]}'s hyperparameters (best of its own sub-population: the migrant's is faster)"
-        reason = (f"migration from member {migrant} of sub-population {origin.index} (frequency {origin.frequency}, "
-                  f"objective {fmt(donor.objective)}): its weights and {whose}; {numbers}")
+        reason = (
+            f"migration from member {migrant} of sub-population {origin.index} (frequency {origin.frequency}, "
+            f"objective {fmt(donor.objective)}): its weights and {whose}; {numbers}"
+        )
 
-        def carry_out(own: MemberState, taken_donor: Optional["Record"], base: Mapping[str, Any], why: str,
-                      rng: random.Random) -> Decision:
+        def carry_out(
+            own: MemberState, taken_donor: Optional["Record"], base: Mapping[str, Any], why: str, rng: random.Random
+        ) -> Decision:
             if taken_donor is None:
                 return self.keep(own, why)
             return self.decision(own, taken_donor, params, why)
 
         return self.replace_if_significant(own, donor, reason, rng, "no migration", carry_out)
 
-    def _copy(self, own: MemberState, view: Mapping[int, Optional["Record"]], top: List[int], bottom: List[int],
-              numbers: str, rng: random.Random) -> Decision:
+    def _copy(
+        self,
+        own: MemberState,
+        view: Mapping[int, Optional["Record"]],
+        top: List[int],
+        bottom: List[int],
+        numbers: str,
+        rng: random.Random,
+    ) -> Decision:
         """The bottom quarter's copy of the matching top member, then the perturbation."""
         idx = own.record.policy_idx
         own_objective = known_objective(own.record)
         partner = top[bottom.index(idx)] if bottom.index(idx) < len(top) else top[0]
         order = [partner] + [i for i in top if i != partner]
-        better = [view[i] for i in order
-                  if i != idx and (own_objective is None or known_objective(view[i]) > own_objective)]  # type: ignore[operator]
+
+        def beats_own(record: Optional["Record"]) -> bool:
+            value = known_objective(record)
+            return own_objective is None or (value is not None and value > own_objective)
+
+        better = [view[i] for i in order if i != idx and beats_own(view[i])]
         donors = eligible_donors(better, self.ctx.gates.ready_after, self.ctx.banned_donors)  # type: ignore[arg-type]
         if not donors:
-            return self._perturbed(own, None, dict(own.record.params),
-                                   f"bottom quarter, no ready top member above it: perturb only ({numbers})", rng)
+            return self._perturbed(
+                own,
+                None,
+                dict(own.record.params),
+                f"bottom quarter, no ready top member above it: perturb only ({numbers})",
+                rng,
+            )
         donor = donors[0]
-        reason = (f"bottom quarter (objective {fmt(own_objective)}), copies member {donor.policy_idx} of its "
-                  f"top quarter (objective {fmt(donor.objective)}); {numbers}")
+        reason = (
+            f"bottom quarter (objective {fmt(own_objective)}), copies member {donor.policy_idx} of its "
+            f"top quarter (objective {fmt(donor.objective)}); {numbers}"
+        )
         return self.replace_if_significant(own, donor, reason, rng, "perturb only", self._perturbed)
 
-    def _perturbed(self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str,
-                   rng: random.Random) -> Decision:
+    def _perturbed(
+        self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str, rng: random.Random
+    ) -> Decision:
         if self.ctx.perturb is None:  # a hand-made Context without one: the configured mutation
             return self.act(own, donor, base, reason, rng)
         return self.decision(own, donor, self.ctx.perturb(base, rng, PERTURBATION_FACTORS, 0.0), reason)

@@ -18,6 +18,7 @@ newest ``pb2_max_data`` points are kept (Ray also drops old data); kappa is a co
 Needs scikit-learn (``pip install "pbt-rl[pb2]"``) and a search space with a continuous key,
 checked at start-up.
 """
+
 import logging
 import random
 import time
@@ -94,20 +95,24 @@ class PB2(Truncation):
     def check_config(cls, cfg: Any) -> None:
         space = cfg.explore.search_space
         if not continuous_dims(space):
-            raise ConfigError("pbt/selection=pb2 chooses continuous hyperparameters inside the bounds of a search "
-                              "space, and " + ("the search space has no loguniform/uniform key" if space else
-                                               "there is no search space") +
-                              ". Select one with pbt/search_space=<name> (e.g. ppo_design_doc), or another "
-                              "pbt/selection.")
+            raise ConfigError(
+                "pbt/selection=pb2 chooses continuous hyperparameters inside the bounds of a search "
+                "space, and "
+                + ("the search space has no loguniform/uniform key" if space else "there is no search space")
+                + ". Select one with pbt/search_space=<name> (e.g. ppo_design_doc), or another "
+                "pbt/selection."
+            )
         from pbt.selection.pb2_model import require_sklearn
+
         require_sklearn()
 
     def decide(self, own: MemberState, peers: Sequence["Record"], rng: random.Random) -> Decision:
         self._peers = list(peers)
         return super().decide(own, peers, rng)
 
-    def _perturbed(self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str,
-                   rng: random.Random) -> Decision:
+    def _perturbed(
+        self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str, rng: random.Random
+    ) -> Decision:
         decision = super()._perturbed(own, donor, base, reason, rng)
         dims = continuous_dims(self.ctx.space)
         if not dims:  # a hand-made Context without a space
@@ -115,8 +120,9 @@ class PB2(Truncation):
         after, note = self.explore_pb2(own, dict(decision.params_after), dims, rng)
         return self.decision(own, donor, after, f"{decision.reason}; {note}")
 
-    def explore_pb2(self, own: MemberState, params: Dict[str, Any], dims: List["Dimension"],
-                    rng: random.Random) -> Tuple[Dict[str, Any], str]:
+    def explore_pb2(
+        self, own: MemberState, params: Dict[str, Any], dims: List["Dimension"], rng: random.Random
+    ) -> Tuple[Dict[str, Any], str]:
         """``params`` with the continuous keys at the UCB maximum, and a note for the reason."""
         from pbt.selection.pb2_model import acquire
 
@@ -125,16 +131,28 @@ class PB2(Truncation):
         points = newest(data_points(records, dims), self.settings.pb2_max_data)
         if len(points) < MIN_POINTS:
             return params, f"PB2: {len(points)} data point(s) < {MIN_POINTS}, continuous keys perturbed"
-        pending = [x for x in (point_x(r.params, dims) for r in records if r.policy_idx != own.record.policy_idx)
-                   if x is not None]
+        pending = [
+            x
+            for x in (point_x(r.params, dims) for r in records if r.policy_idx != own.record.policy_idx)
+            if x is not None
+        ]
         started = time.perf_counter()
-        pick = acquire([p.x + (float(p.time),) for p in points], [p.change for p in points], pending,
-                       float(own.record.iteration + 1), self.settings.pb2_kappa, rng)
+        pick = acquire(
+            [p.x + (float(p.time),) for p in points],
+            [p.change for p in points],
+            pending,
+            float(own.record.iteration + 1),
+            self.settings.pb2_kappa,
+            rng,
+        )
         elapsed = time.perf_counter() - started
         for dim, x in zip(dims, pick.x):
             params[dim.key] = denormalise(dim, x)
         members = len({p.policy_idx for p in points})
-        logger.info("PB2 policy %d: fit and acquisition took %.3f s over %d points", own.record.policy_idx, elapsed,
-                    len(points))
-        return params, (f"PB2: UCB over {len(points)} points of {members} member(s), predicted change "
-                        f"{pick.mean:.4g} +/- {pick.std:.3g}")
+        logger.info(
+            "PB2 policy %d: fit and acquisition took %.3f s over %d points", own.record.policy_idx, elapsed, len(points)
+        )
+        return params, (
+            f"PB2: UCB over {len(points)} points of {members} member(s), predicted change "
+            f"{pick.mean:.4g} +/- {pick.std:.3g}"
+        )

@@ -9,20 +9,11 @@ finite and measured on the same weights (no gain for the interval after a weight
 a replacement never counts as an improvement. The log survives replacements: the intervals a
 replaced member trained are data too (bad hyperparameters are what the model must learn about).
 """
+
 import bisect
 import math
 from dataclasses import dataclass
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
-)
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.mutation.space import LOGUNIFORM, Dimension
 from pbt.storage.record import MAX_GAINS, MAX_PARAM_HISTORY
@@ -121,8 +112,11 @@ def gains_of(record: "Record") -> Dict[int, float]:
         return {k: g for k, g in record.gains.items() if math.isfinite(g)}
     history = dict(record.history)
     history.setdefault(record.iteration, record.objective)
-    return {k: float(history[k]) - float(history[k - 1])  # type: ignore[arg-type]
-            for k in history if _finite(history.get(k - 1)) and _finite(history[k])}
+    return {
+        k: float(history[k]) - float(history[k - 1])  # type: ignore[arg-type]
+        for k in history
+        if _finite(history.get(k - 1)) and _finite(history[k])
+    }
 
 
 def newest(points: Sequence[Point], max_points: int) -> List[Point]:
@@ -135,8 +129,9 @@ class IntervalHistory:
     """A member's own hyperparameter change points and interval gains, across weight replacements:
     what its records carry as ``param_history`` and ``gains``."""
 
-    def __init__(self, params: Optional[Dict[int, Dict[str, Any]]] = None,
-                 gains: Optional[Dict[int, float]] = None) -> None:
+    def __init__(
+        self, params: Optional[Dict[int, Dict[str, Any]]] = None, gains: Optional[Dict[int, float]] = None
+    ) -> None:
         self.params: Dict[int, Dict[str, Any]] = {i: dict(p) for i, p in (params or {}).items()}
         self.gains: Dict[int, float] = dict(gains or {})
 

@@ -11,6 +11,7 @@ gradients, so its ``l`` and ``eps`` are fitted by marginal likelihood like the r
 WhiteKernel (objective changes of RL runs are noisy). ``eps`` is how fast old data stops
 describing the present: the objective landscape of hyperparameters drifts during training.
 """
+
 import functools
 import random
 from dataclasses import dataclass
@@ -32,8 +33,10 @@ def require_sklearn() -> None:
     try:
         import sklearn  # noqa: F401
     except ImportError as exc:
-        raise ConfigError(f"pbt/selection=pb2 fits its Gaussian process with scikit-learn, which is not installed "
-                          f"here ({exc}). Install the extra: {INSTALL}, or choose another pbt/selection.") from exc
+        raise ConfigError(
+            f"pbt/selection=pb2 fits its Gaussian process with scikit-learn, which is not installed "
+            f"here ({exc}). Install the extra: {INSTALL}, or choose another pbt/selection."
+        ) from exc
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,17 +44,16 @@ def kernel_class() -> Any:
     """The time-varying squared-exponential kernel as a scikit-learn Kernel (built on first use:
     its base classes come from scikit-learn). The last input column is time (iterations)."""
     import numpy as np
-    from sklearn.gaussian_process.kernels import (
-        Hyperparameter,
-        Kernel,
-        NormalizedKernelMixin,
-        StationaryKernelMixin,
-    )
+    from sklearn.gaussian_process.kernels import Hyperparameter, Kernel, NormalizedKernelMixin, StationaryKernelMixin
 
     class TimeVaryingSE(StationaryKernelMixin, NormalizedKernelMixin, Kernel):
-        def __init__(self, length_scale: float = 0.3, epsilon: float = 0.1,
-                     length_scale_bounds: Tuple[float, float] = (1e-2, 1e1),
-                     epsilon_bounds: Tuple[float, float] = (1e-4, 0.5)) -> None:
+        def __init__(
+            self,
+            length_scale: float = 0.3,
+            epsilon: float = 0.1,
+            length_scale_bounds: Tuple[float, float] = (1e-2, 1e1),
+            epsilon_bounds: Tuple[float, float] = (1e-4, 0.5),
+        ) -> None:
             self.length_scale = length_scale
             self.epsilon = epsilon
             self.length_scale_bounds = length_scale_bounds
@@ -74,12 +76,12 @@ def kernel_class() -> Any:
             sq = np.maximum((A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T, 0.0)
             dt = np.abs(X[:, -1][:, None] - Y[:, -1][None, :])
             length, eps = float(self.length_scale), float(self.epsilon)
-            K = np.exp(-sq / (2.0 * length ** 2) + 0.5 * dt * np.log1p(-eps))
+            K = np.exp(-sq / (2.0 * length**2) + 0.5 * dt * np.log1p(-eps))
             if not eval_gradient:
                 return K
             # d/d log(theta), in the order of self.hyperparameters (sorted by name: epsilon, length_scale)
             d_eps = K * (0.5 * dt) * (-eps / (1.0 - eps))
-            d_length = K * sq / length ** 2
+            d_length = K * sq / length**2
             return K, np.dstack([d_eps, d_length])
 
     return TimeVaryingSE
@@ -112,8 +114,14 @@ def fit(X: Sequence[Sequence[float]], y: Sequence[float]) -> Any:
     return gp
 
 
-def acquire(X: Sequence[Sequence[float]], y: Sequence[float], pending: Sequence[Sequence[float]], time: float,
-            kappa: float, rng: random.Random) -> Acquisition:
+def acquire(
+    X: Sequence[Sequence[float]],
+    y: Sequence[float],
+    pending: Sequence[Sequence[float]],
+    time: float,
+    kappa: float,
+    rng: random.Random,
+) -> Acquisition:
     """The point of [0, 1]^d maximising UCB = mean + kappa * std at ``time``.
 
     ``pending``: the other members' current points (at ``time``): like GP-BUCB and Ray's PB2, the
@@ -132,8 +140,14 @@ def single_threaded() -> Any:
     return threadpool_limits(limits=1)
 
 
-def _acquire(X: Sequence[Sequence[float]], y: Sequence[float], pending: Sequence[Sequence[float]], time: float,
-             kappa: float, rng: random.Random) -> Acquisition:
+def _acquire(
+    X: Sequence[Sequence[float]],
+    y: Sequence[float],
+    pending: Sequence[Sequence[float]],
+    time: float,
+    kappa: float,
+    rng: random.Random,
+) -> Acquisition:
     import numpy as np
     from scipy.optimize import minimize
     from sklearn.gaussian_process import GaussianProcessRegressor
@@ -145,8 +159,9 @@ def _acquire(X: Sequence[Sequence[float]], y: Sequence[float], pending: Sequence
         P = np.column_stack([np.asarray(pending, dtype=float), np.full(len(pending), float(time))])
         spread = GaussianProcessRegressor(kernel=gp.kernel_, optimizer=None, normalize_y=True)
         with np.errstate(all="ignore"):
-            spread.fit(np.vstack([np.asarray(X, dtype=float), P]),
-                       np.concatenate([np.asarray(y, dtype=float), gp.predict(P)]))
+            spread.fit(
+                np.vstack([np.asarray(X, dtype=float), P]), np.concatenate([np.asarray(y, dtype=float), gp.predict(P)])
+            )
 
     def ucb(points: Any) -> Any:
         Z = np.column_stack([np.atleast_2d(points), np.full(len(np.atleast_2d(points)), float(time))])
@@ -160,8 +175,9 @@ def _acquire(X: Sequence[Sequence[float]], y: Sequence[float], pending: Sequence
     starts = candidates[np.argsort(-scores, kind="stable")[:REFINE_STARTS]]
     best_x, best_score = starts[0], float(np.max(scores))
     for start in starts:
-        result = minimize(lambda z: -float(ucb(z)[0]), start, method="L-BFGS-B", bounds=[(0.0, 1.0)] * dims,
-                          options={"maxiter": 50})
+        result = minimize(
+            lambda z: -float(ucb(z)[0]), start, method="L-BFGS-B", bounds=[(0.0, 1.0)] * dims, options={"maxiter": 50}
+        )
         if np.all(np.isfinite(result.x)) and -float(result.fun) > best_score:
             best_x, best_score = np.clip(result.x, 0.0, 1.0), -float(result.fun)
     Z = np.concatenate([best_x, [float(time)]])[None, :]

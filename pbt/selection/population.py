@@ -1,6 +1,7 @@
 """The population as one member sees it: which record counts for each peer, the ranking, group
 sizes, spread, and who may be a donor. Pure functions; peers are visited in policy_idx order, so
 everything here is reproducible."""
+
 import math
 from typing import (
     TYPE_CHECKING,
@@ -34,8 +35,10 @@ def check_policy_idx(policy_idx: int, num_policies: Optional[int]) -> None:
     index a record can carry)."""
     if num_policies is None:
         if not 0 <= policy_idx < MAX_POLICY_IDX:
-            raise ConfigError(f"pbt.policy_idx={policy_idx} is out of range: in an elastic population "
-                              f"(pbt.num_policies=auto) it must be in 0..{MAX_POLICY_IDX - 1}.")
+            raise ConfigError(
+                f"pbt.policy_idx={policy_idx} is out of range: in an elastic population "
+                f"(pbt.num_policies=auto) it must be in 0..{MAX_POLICY_IDX - 1}."
+            )
         return
     if not 0 <= policy_idx < num_policies:
         raise ConfigError(
@@ -45,8 +48,9 @@ def check_policy_idx(policy_idx: int, num_policies: Optional[int]) -> None:
         )
 
 
-def population_view(own: "Record", peers: Sequence["Record"],
-                    members: Union[int, Iterable[int]]) -> Dict[int, Optional["Record"]]:
+def population_view(
+    own: "Record", peers: Sequence["Record"], members: Union[int, Iterable[int]]
+) -> Dict[int, Optional["Record"]]:
     """policy_idx -> the record to compare with: own record for self, else the peer's newest record
     with no more iterations than own (None: unknown). ``members``: N (the members are 0..N-1) or
     the members' indices (an elastic population); peers outside them are ignored."""
@@ -65,8 +69,7 @@ def population_view(own: "Record", peers: Sequence["Record"],
 
 def _age_key(record: "Record") -> Tuple[int, int, float, str, str, str]:
     """Newest first by iteration, frame, time; the rest only makes the order total."""
-    return (record.iteration, record.frame, record.time, record.checksum, record.checkpoint,
-            repr(record.objective))
+    return (record.iteration, record.frame, record.time, record.checksum, record.checkpoint, repr(record.objective))
 
 
 def is_diverged(record: "Record") -> bool:
@@ -128,7 +131,7 @@ def mean_std(values: Sequence[float]) -> Tuple[float, float]:
 def trimmed_std(objectives: Sequence[float]) -> float:
     """Population std of the objectives after dropping the lowest floor(0.2 * n) (crashed members
     would otherwise inflate it). 0.0 for fewer than two values."""
-    values = sorted(objectives)[int(math.floor(0.2 * len(objectives))):]
+    values = sorted(objectives)[int(math.floor(0.2 * len(objectives))) :]
     return mean_std(values)[1]
 
 
@@ -143,8 +146,9 @@ def is_ready(record: "Record", ready_after: int) -> bool:
     return record.frames_since_replace >= ready_after
 
 
-def eligible_donors(candidates: Iterable["Record"], ready_after: int,
-                    banned: AbstractSet[int] = frozenset()) -> List["Record"]:
+def eligible_donors(
+    candidates: Iterable["Record"], ready_after: int, banned: AbstractSet[int] = frozenset()
+) -> List["Record"]:
     """The candidates that may be donors: ready, and not banned (a banned member still counts in
     the ranking, its groups and spread; it is only never copied)."""
     return [r for r in candidates if r.policy_idx not in banned and is_ready(r, ready_after)]

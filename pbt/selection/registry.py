@@ -5,6 +5,7 @@ Adding a strategy: a module in ``pbt/selection/`` with its :class:`~pbt.selectio
 subclass and settings dataclass, and one entry in ``STRATEGIES``. Its flat keys are then accepted by
 ``PbtConfig`` (each strategy's keys must be unique across the ``pbt`` group).
 """
+
 import dataclasses
 import logging
 import random
@@ -91,10 +92,16 @@ def default_settings() -> Dict[str, Section]:
     return {name: strategy.config_class() for name, strategy in STRATEGIES.items()}
 
 
-def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, rng: random.Random,
-           *, banned_donors: AbstractSet[int] = frozenset(),
-           on_refused: Optional[Callable[[int, str], None]] = None,
-           members: Optional[Collection[int]] = None) -> Decision:
+def decide(
+    own: MemberState,
+    peers: Sequence["Record"],
+    cfg: SelectionSettings,
+    rng: random.Random,
+    *,
+    banned_donors: AbstractSet[int] = frozenset(),
+    on_refused: Optional[Callable[[int, str], None]] = None,
+    members: Optional[Collection[int]] = None,
+) -> Decision:
     """Decide what this member does at this PBT iteration, by the strategy ``cfg.selection``.
 
     ``banned_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
@@ -136,12 +143,21 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
             on_refused(idx, why)
         else:
             logger.warning("PBT policy %d: member %d is no donor: %s", own.record.policy_idx, idx, why)
-    def perturb(params: Mapping[str, Any], rng: random.Random, factors: Sequence[float],
-                resample_probability: float) -> Dict[str, Any]:
+
+    def perturb(
+        params: Mapping[str, Any], rng: random.Random, factors: Sequence[float], resample_probability: float
+    ) -> Dict[str, Any]:
         return perturb_params(params, explore, rng, factors, resample_probability)
 
-    context = Context(size, cfg.gates, mutate, frozenset(banned_donors) | frozenset(refused), perturb,
-                      None if isinstance(population, int) else population, explore.search_space)
+    context = Context(
+        size,
+        cfg.gates,
+        mutate,
+        frozenset(banned_donors) | frozenset(refused),
+        perturb,
+        None if isinstance(population, int) else population,
+        explore.search_space,
+    )
     strategy = strategy_class(cfg.strategies[cfg.selection], context)
     pairs: Dict[int, Pair] = {}
     if cfg.gates.equal_experience:
@@ -153,8 +169,9 @@ def decide(own: MemberState, peers: Sequence["Record"], cfg: SelectionSettings, 
         decision = dataclasses.replace(decision, donor=view.get(decision.donor.policy_idx) or decision.donor)
     elastic = "" if isinstance(population, int) else f"; elastic population: members {list(population)} ranked"
     compared = {i: (p.peer_iteration, p.own_iteration) for i, p in pairs.items()}
-    decision = dataclasses.replace(decision, compared=compared,
-                                   reason=decision.reason + describe(own.record, pairs) + elastic)
+    decision = dataclasses.replace(
+        decision, compared=compared, reason=decision.reason + describe(own.record, pairs) + elastic
+    )
     decision = _checked(decision, explore)
     logger.debug("PBT policy %d: %s (%s)", own.record.policy_idx, decision.action, decision.reason)
     return decision
@@ -170,13 +187,15 @@ def _checked(decision: Decision, explore: ExploreConfig) -> Decision:
         why = "; ".join(problems)
         logger.error("PBT: refusing a decision with invalid hyperparameters (%s); keeping", why)
         params = dict(decision.params_before)
-        return Decision(KEEP, None, f"{decision.reason}; not acted on, invalid hyperparameters: {why}", params,
-                        dict(params))
+        return Decision(
+            KEEP, None, f"{decision.reason}; not acted on, invalid hyperparameters: {why}", params, dict(params)
+        )
     return dataclasses.replace(decision, params_after={**decision.params_after, **clean})
 
 
-def initial_mutation(params: Mapping[str, Any], cfg: SelectionSettings, rng: random.Random,
-                     restarted: bool = False) -> Dict[str, Any]:
+def initial_mutation(
+    params: Mapping[str, Any], cfg: SelectionSettings, rng: random.Random, restarted: bool = False
+) -> Dict[str, Any]:
     """A fresh member's starting hyperparameters, so the population starts diverse: a sample of
     the search space when there is one (every key of the space drawn), else one mutation when its
     strategy declares it.

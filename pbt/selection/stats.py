@@ -1,5 +1,6 @@
 """Small statistics for noise-aware PBT decisions, in pure Python (no numpy/scipy: the core runs on
 Isaac Gym's Python 3.8 without them)."""
+
 import math
 from typing import Optional, Sequence, Tuple
 

@@ -7,6 +7,7 @@ its hyperparameters once (as under DexPBT), so a population started with one con
 not N copies of one run; Isaac Lab starts from the values given (``pbt.initial_mutation=false``,
 what ``task=isaaclab/<TaskId>`` sets).
 """
+
 import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Tuple
@@ -57,8 +58,7 @@ class Threshold(Strategy):
         numbers = f"mean {fmt(mean)}, std {fmt(std)}, upper {fmt(upper)}, lower {fmt(lower)}"
         own_objective = known.get(idx)
         if own_objective is not None and not own_objective < lower:
-            return self.keep(own, f"not an underperformer: objective {fmt(own_objective)} >= lower cut "
-                                  f"({numbers})")
+            return self.keep(own, f"not an underperformer: objective {fmt(own_objective)} >= lower cut ({numbers})")
         above = records(view, [i for i, o in known.items() if o > upper and i != idx])
         if not above and is_diverged(own.record):  # no spread to cut (e.g. one known peer): the best will do
             top = max(known.values())
@@ -69,16 +69,19 @@ class Threshold(Strategy):
             reason = f"underperformer, no ready leader: mutate only ({numbers})"
             return self.act(own, None, own_params, reason, rng)
         donor = rng.choice(leaders)
-        reason = (f"underperformer (objective {fmt(own_objective)}), leader {donor.policy_idx} "
-                  f"objective {fmt(donor.objective)} ({numbers})")
+        reason = (
+            f"underperformer (objective {fmt(own_objective)}), leader {donor.policy_idx} "
+            f"objective {fmt(donor.objective)} ({numbers})"
+        )
         return self.replace_if_significant(own, donor, reason, rng)
 
     def _cuts(self, objectives: Sequence[float]) -> Tuple[float, float, float, float]:
         """(mean, std, upper cut, lower cut) of the known objectives."""
         cfg = self.settings
         mean, std = mean_std(objectives)
-        margin = cfg.threshold_abs * (max(objectives) - min(objectives)) if cfg.threshold_abs_relative \
-            else cfg.threshold_abs
+        margin = (
+            cfg.threshold_abs * (max(objectives) - min(objectives)) if cfg.threshold_abs_relative else cfg.threshold_abs
+        )
         upper = max(mean + cfg.threshold_std * std, mean + margin)
         lower = min(mean - cfg.threshold_std * std, mean - margin)
         return mean, std, upper, lower

@@ -18,6 +18,7 @@ lead is not significant only makes this member mutate) apply. Tournaments are gr
 ``eval_loop: 1`` a lucky early objective wins, which is what ``eval_loop`` > 1 and the significance
 test damp.
 """
+
 import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Sequence
@@ -79,23 +80,28 @@ class Tournament(Strategy):
         own_fitness = known.get(idx)
         if cfg.elitism and own_fitness is not None and own_fitness >= max(known.values()):
             return self.keep(own, f"elite: the fittest member (fitness {fmt(own_fitness)}, eval_loop {cfg.eval_loop})")
-        others = eligible_donors([r for i, r in sorted(view.items()) if r is not None and i != idx and i in known],
-                                 gates.ready_frames, self.ctx.banned_donors)
+        others = eligible_donors(
+            [r for i, r in sorted(view.items()) if r is not None and i != idx and i in known],
+            gates.ready_frames,
+            self.ctx.banned_donors,
+        )
         pool: List[int] = sorted(([idx] if own_fitness is not None else []) + [r.policy_idx for r in others])
         if len(pool) < 2:
             return self.keep(own, f"{len(pool)} member(s) with a known fitness may compete: no tournament")
         contestants = sorted(rng.sample(pool, min(cfg.tournament_size, len(pool))))
         winner = tournament_winner(contestants, known)
-        numbers = (f"contestants {contestants} fitness {[fmt(known[i]) for i in contestants]} "
-                   f"(eval_loop {cfg.eval_loop}), own {fmt(own_fitness)}")
+        numbers = (
+            f"contestants {contestants} fitness {[fmt(known[i]) for i in contestants]} "
+            f"(eval_loop {cfg.eval_loop}), own {fmt(own_fitness)}"
+        )
         own_params = dict(own.record.params)
         if winner == idx:
             return self.keep(own, f"won its tournament: {numbers}")
         if own_fitness is not None and not known[winner] > own_fitness:
-            return self.act(own, None, own_params, f"left out of the draw and no contestant fitter: mutate "
-                                                  f"({numbers})", rng)
+            return self.act(
+                own, None, own_params, f"left out of the draw and no contestant fitter: mutate ({numbers})", rng
+            )
         donor = view[winner]
         assert donor is not None
         reason = f"lost to {winner}: {numbers}"
         return self.replace_if_significant(own, donor, reason, rng)
-

@@ -12,6 +12,7 @@ the member perturbs its own hyperparameters and keeps its weights. A diverged me
 objective) ranks last and is replaced whatever the ready rule says. The timing gates
 (``start_after``, ``initial_delay``) apply as for DexPBT.
 """
+
 import math
 import random
 from dataclasses import dataclass, field
@@ -52,8 +53,7 @@ class TruncationConfig(Section):
 
     def __post_init__(self) -> None:
         require(0.0 < self.quantile <= 0.5, "quantile", self.quantile, "in (0, 0.5]")
-        require(0.0 <= self.resample_probability <= 1.0, "resample_probability", self.resample_probability,
-                "in [0, 1]")
+        require(0.0 <= self.resample_probability <= 1.0, "resample_probability", self.resample_probability, "in [0, 1]")
         self.perturbation_factors = to_factors("perturbation_factors", self.perturbation_factors)
 
     def to_flat(self) -> Dict[str, Any]:
@@ -69,7 +69,7 @@ def quantile_groups(ranking: Sequence[int], quantile: float) -> Tuple[List[int],
     if n < 2:
         return [], []
     size = min(n // 2, max(1, math.ceil(quantile * n - 1e-9)))
-    return list(ranking[:size]), list(ranking[n - size:])
+    return list(ranking[:size]), list(ranking[n - size :])
 
 
 class Truncation(Strategy):
@@ -100,15 +100,19 @@ class Truncation(Strategy):
         better = [i for i in top if i != idx and (own_objective is None or objectives[i] > own_objective)]
         donors = eligible_donors(records(view, better), gates.ready_frames, self.ctx.banned_donors)
         if not donors:
-            return self._perturbed(own, None, own_params, f"bottom quantile, no ready top member above it: "
-                                                          f"perturb only ({numbers})", rng)
+            return self._perturbed(
+                own, None, own_params, f"bottom quantile, no ready top member above it: perturb only ({numbers})", rng
+            )
         donor = rng.choice(donors)
-        reason = (f"bottom quantile (objective {fmt(own_objective)}), top member {donor.policy_idx} "
-                  f"objective {fmt(donor.objective)} ({numbers})")
+        reason = (
+            f"bottom quantile (objective {fmt(own_objective)}), top member {donor.policy_idx} "
+            f"objective {fmt(donor.objective)} ({numbers})"
+        )
         return self.replace_if_significant(own, donor, reason, rng, "perturb only", self._perturbed)
 
-    def _perturbed(self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str,
-                   rng: random.Random) -> Decision:
+    def _perturbed(
+        self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str, rng: random.Random
+    ) -> Decision:
         perturb = self.ctx.perturb
         if perturb is None:  # a hand-made Context without one: the configured mutation
             return self.act(own, donor, base, reason, rng)

@@ -9,6 +9,7 @@
 
 Importing this package never imports torch (checkpoints import it when they are (de)serialized).
 """
+
 from pbt.storage.backend import NotFound, Refused, Store
 from pbt.storage.lineage import LineageEntry
 from pbt.storage.local import LocalStore
@@ -17,5 +18,14 @@ from pbt.storage.record import Record
 from pbt.storage.retention import RetentionPolicy
 from pbt.storage.workspace import Workspace
 
-__all__ = ["LineageEntry", "LocalStore", "NotFound", "Record", "Refused", "RetentionPolicy", "Store", "Workspace",
-           "WorkspaceReader"]
+__all__ = [
+    "LineageEntry",
+    "LocalStore",
+    "NotFound",
+    "Record",
+    "Refused",
+    "RetentionPolicy",
+    "Store",
+    "Workspace",
+    "WorkspaceReader",
+]

@@ -5,6 +5,7 @@ named by ``/``-separated keys relative to the workspace root (``000/000012.yaml`
 that calls ``os`` on workspace files). A new backend (object storage, say) implements
 :class:`Store` and nothing else changes: :class:`pbt.storage.workspace.Workspace` only talks to it.
 """
+
 import contextlib
 import logging
 import re
@@ -122,8 +123,10 @@ class RefusalLog:
         """The error for a refused object; logged once per (object, reason)."""
         where = self.path(key)
         shown = repr(where) if BAD_NAME_RE.search(where) else where
-        message = (f"{shown}: refused ({reason}); it was not followed, opened or read. Another process wrote "
-                   "something there that the workspace never holds: delete it")
+        message = (
+            f"{shown}: refused ({reason}); it was not followed, opened or read. Another process wrote "
+            "something there that the workspace never holds: delete it"
+        )
         if (where, reason) not in self._refused:
             if len(self._refused) < _MAX_REFUSALS_REMEMBERED:
                 self._refused.add((where, reason))
@@ -137,8 +140,12 @@ class RefusalLog:
             return []
         parts = key.split("/")
         for part in parts:
-            if (not part or part in (".", "..") or BAD_NAME_RE.search(part)
-                    or len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES):
+            if (
+                not part
+                or part in (".", "..")
+                or BAD_NAME_RE.search(part)
+                or len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES
+            ):
                 raise self.refuse(key, f"bad name {part!r}")
         return parts
 

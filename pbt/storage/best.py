@@ -1,5 +1,6 @@
 """``best<idx>/``: each member's copy of the best checkpoint it has seen (the all-time best is kept, as
 upstream), so the winner survives retention and its member's death."""
+
 import logging
 import math
 from dataclasses import replace
@@ -57,7 +58,9 @@ def is_better(candidate: Record, current: Optional[Record]) -> bool:
     if current is None:
         return True
     if (current.policy_idx, current.iteration, current.checksum) == (
-        candidate.policy_idx, candidate.iteration, candidate.checksum
+        candidate.policy_idx,
+        candidate.iteration,
+        candidate.checksum,
     ):
         return False
     return not (current.has_objective and current.objective >= candidate.objective)  # type: ignore[operator]  # both has_objective: finite floats

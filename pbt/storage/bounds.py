@@ -6,15 +6,16 @@ Records, heartbeats, locks, lineages and the tools all read numbers through thes
 (ValueError, turned into the reader's own error and logged once), never an OverflowError deep in a
 statistic. Plain Python, no torch (Python 3.8).
 """
+
 import math
 from typing import Any
 
-MAX_FRAMES = 2 ** 53
+MAX_FRAMES = 2**53
 """Frames, iterations and other counts lie in 0 .. MAX_FRAMES (exact as floats; ~285 years at 10^6 fps)."""
 MAX_ABS_VALUE = 1e12
 """A finite objective, episode return or history value has a magnitude of at most this: larger
 ones are not returns any environment reports, and statistics over them would overflow."""
-MAX_TIME = 2.0 ** 33
+MAX_TIME = 2.0**33
 """Unix times (seconds) lie in 0 .. MAX_TIME (the year 2242)."""
 FUTURE_SKEW_SECONDS = 600.0
 """A record, heartbeat or lock dated more than this ahead of the reader's clock is not believed:
@@ -67,5 +68,6 @@ def is_future(stamp: float, now: float, skew: float = FUTURE_SKEW_SECONDS) -> bo
 
 def is_sample(value: Any) -> bool:
     """True for a number a statistic may use: finite with ``|value| <= MAX_ABS_VALUE``."""
-    return is_number(value) and (abs(value) <= MAX_ABS_VALUE if type(value) is int
-                                 else math.isfinite(value) and abs(value) <= MAX_ABS_VALUE)
+    return is_number(value) and (
+        abs(value) <= MAX_ABS_VALUE if type(value) is int else math.isfinite(value) and abs(value) <= MAX_ABS_VALUE
+    )

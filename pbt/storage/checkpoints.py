@@ -3,6 +3,7 @@
 cannot run code. torch is imported inside the functions: the storage
 package itself stays importable without it.
 """
+
 import hashlib
 import io
 import os
@@ -50,9 +51,7 @@ def sanitize_state(state: Any, where: str = "state") -> Any:
         if isinstance(state, plain_type):
             return plain_type(state)
     if isinstance(state, collections.OrderedDict):
-        return collections.OrderedDict(
-            (k, sanitize_state(v, f"{where}[{k!r}]")) for k, v in state.items()
-        )
+        return collections.OrderedDict((k, sanitize_state(v, f"{where}[{k!r}]")) for k, v in state.items())
     if isinstance(state, Mapping):
         return {k: sanitize_state(v, f"{where}[{k!r}]") for k, v in state.items()}
     if isinstance(state, list):
@@ -107,8 +106,13 @@ def _numpy_scalar(dtype: Any, data: Any = None) -> Any:
     order: Literal["<", ">", "|", "="] = "|"
     state = dtype.state
     if state is not None:  # (version, byteorder, subarray, names, fields, elsize, alignment, flags)
-        if (type(state) is not tuple or len(state) != 8 or state[1] not in ("<", ">", "|", "=")
-                or state[2:5] != (None, None, None) or state[5:] != (-1, -1, 0)):
+        if (
+            type(state) is not tuple
+            or len(state) != 8
+            or state[1] not in ("<", ">", "|", "=")
+            or state[2:5] != (None, None, None)
+            or state[5:] != (-1, -1, 0)
+        ):
             raise pickle.UnpicklingError("numpy dtype state is not a plain number's")
         order = state[1]
     np_dtype = np.dtype(dtype.spec)
@@ -121,8 +125,11 @@ def _numpy_scalar(dtype: Any, data: Any = None) -> Any:
 
 def _numpy_safe_globals() -> List[Any]:
     """Our stand-ins for numpy's scalar and dtype reconstructors, under the names numpy pickles them."""
-    return [(_DtypeSpec, "numpy.dtype"), (_numpy_scalar, "numpy.core.multiarray.scalar"),
-            (_numpy_scalar, "numpy._core.multiarray.scalar")]
+    return [
+        (_DtypeSpec, "numpy.dtype"),
+        (_numpy_scalar, "numpy.core.multiarray.scalar"),
+        (_numpy_scalar, "numpy._core.multiarray.scalar"),
+    ]
 
 
 def _weights_only_takes_named_globals(torch: Any) -> bool:
@@ -153,15 +160,19 @@ def check_state(state: Any, source: str) -> None:
         value, where, depth = stack.pop()
         nodes += 1
         if nodes > MAX_STATE_NODES or depth > MAX_STATE_DEPTH:
-            raise UnsafeCheckpointError(f"{source}: the checkpoint is nested too deep or holds too many values; "
-                                        "not a PBT checkpoint. Delete it.")
+            raise UnsafeCheckpointError(
+                f"{source}: the checkpoint is nested too deep or holds too many values; "
+                "not a PBT checkpoint. Delete it."
+            )
         kind = type(value)
         if kind in scalars:
             continue
         if kind in (torch.Tensor, torch.nn.Parameter):
             if value.layout != torch.strided or value.is_quantized or value.is_meta or value.device.type != "cpu":
-                raise UnsafeCheckpointError(f"{source}: {where} is a {value.layout} tensor on {value.device}; "
-                                            "checkpoints hold dense CPU tensors only. Delete it.")
+                raise UnsafeCheckpointError(
+                    f"{source}: {where} is a {value.layout} tensor on {value.device}; "
+                    "checkpoints hold dense CPU tensors only. Delete it."
+                )
             continue
         if isinstance(value, np.generic):
             if value.dtype.fields is not None or value.dtype.hasobject or value.dtype.kind not in "biufc":
@@ -215,13 +226,11 @@ def deserialize_checkpoint(data: bytes, source: str) -> Dict[str, Any]:
         ) from exc
     check_state(state, source)
     if not isinstance(state, dict):
-        raise CorruptRecordError(
-            f"{source}: expected a checkpoint dict, got {type(state).__name__}. Delete the file."
-        )
+        raise CorruptRecordError(f"{source}: expected a checkpoint dict, got {type(state).__name__}. Delete the file.")
     return state
 
 
-MAX_STATE_FILE_BYTES = 4 * 1024 ** 3
+MAX_STATE_FILE_BYTES = 4 * 1024**3
 """Largest checkpoint file :func:`load_state_file` reads (it is read whole into memory)."""
 
 
@@ -242,8 +251,10 @@ def load_state_file(path: PathLike, max_bytes: int = MAX_STATE_FILE_BYTES) -> Di
         if not stat.S_ISREG(info.st_mode):
             raise CorruptRecordError(f"checkpoint={path}: not a regular file. Pass the path of a .pth file.")
         if info.st_size > max_bytes:
-            raise CorruptRecordError(f"checkpoint={path}: {info.st_size} bytes, over the {max_bytes} byte cap; "
-                                     "not a checkpoint of this project's networks.")
+            raise CorruptRecordError(
+                f"checkpoint={path}: {info.st_size} bytes, over the {max_bytes} byte cap; "
+                "not a checkpoint of this project's networks."
+            )
         with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read()
     except (OSError, MemoryError) as exc:

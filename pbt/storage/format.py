@@ -20,6 +20,7 @@ points at a checkpoint that is not there yet; re-publishing an iteration removes
 before replacing the ``.pth``; retention deletes the ``.yaml`` before the ``.pth``. Each member
 writes only under ``<root>/<own idx:03d>/`` and ``<root>/best<own idx>/``.
 """
+
 import re
 from typing import Optional
 

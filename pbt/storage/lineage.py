@@ -4,6 +4,7 @@
 through :meth:`LineageEntry.to_json_line`, and every reader (status, analyze, TensorBoard, resume)
 gets entries back through :func:`parse_lineage`. No torch.
 """
+
 import json
 import logging
 import math
@@ -12,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from pbt.storage.bounds import MAX_FRAMES, bounded_float, is_number, wall_time
 
-MAX_PARAM_INT = 2 ** 63
+MAX_PARAM_INT = 2**63
 """A hyperparameter int has a magnitude below this (as in records: plotting it never overflows)."""
 
 log = logging.getLogger(__name__)
@@ -120,8 +121,11 @@ class LineageEntry:
     def changed_params(self) -> Dict[str, Any]:
         """key -> (before, after) for every hyperparameter the event changed."""
         keys = sorted(set(self.params_before) | set(self.params_after))
-        return {k: (self.params_before.get(k), self.params_after.get(k)) for k in keys
-                if self.params_before.get(k) != self.params_after.get(k)}
+        return {
+            k: (self.params_before.get(k), self.params_after.get(k))
+            for k in keys
+            if self.params_before.get(k) != self.params_after.get(k)
+        }
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -173,8 +177,7 @@ def parse_lineage(data: bytes, source: str) -> List[LineageEntry]:
             log.warning("skipping %s line %d in %s: %s", "torn last" if torn else "invalid", number, source, exc)
             continue
         if not isinstance(parsed, dict):
-            log.warning("skipping line %d in %s: expected a JSON object, got %s", number, source,
-                        type(parsed).__name__)
+            log.warning("skipping line %d in %s: expected a JSON object, got %s", number, source, type(parsed).__name__)
             continue
         try:
             entries.append(LineageEntry.from_dict(parsed))

@@ -6,6 +6,7 @@ request per member directory and per file. :class:`Listing` is that answer as a 
 :class:`SmallObjectCache` keeps the bytes of small objects by ETag, so a record or heartbeat that did
 not change since the last iteration is not fetched again. Pure data structures: no I/O, no boto3.
 """
+
 import bisect
 import threading
 from collections import OrderedDict

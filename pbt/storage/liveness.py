@@ -38,6 +38,7 @@ Clocks. Ages compare the reader's clock with the writer's ``time`` field and the
 newer wins); hosts sharing a workspace should run NTP. Same-host checks assume one PID namespace per
 host name: do not run two containers with the same host name on one workspace.
 """
+
 import atexit
 import hashlib
 import json
@@ -61,7 +62,7 @@ MAX_LIVENESS_BYTES = 64 * 1024
 """A lock or heartbeat larger than this is not ours."""
 TAKEOVER_STALE_SECONDS = 60.0
 """A ``lock.takeover`` file older than this was left by a process killed while taking over."""
-MAX_PID = 2 ** 32
+MAX_PID = 2**32
 """Process ids lie in 0..MAX_PID (Linux: below 2**22)."""
 MAX_LIVENESS_TEXT = 1024
 """Longest host name, token or state a lock or heartbeat may carry."""
@@ -118,9 +119,22 @@ class Beat:
         return max(self.time, self.mtime)
 
     def to_json(self) -> bytes:
-        return (json.dumps({"pid": self.pid, "host": self.host, "token": self.token, "time": self.time,
-                            "frame": self.frame, "state": self.state, "started": self.started,
-                            "policy_idx": self.policy_idx}, sort_keys=True) + "\n").encode("utf-8")
+        return (
+            json.dumps(
+                {
+                    "pid": self.pid,
+                    "host": self.host,
+                    "token": self.token,
+                    "time": self.time,
+                    "frame": self.frame,
+                    "state": self.state,
+                    "started": self.started,
+                    "policy_idx": self.policy_idx,
+                },
+                sort_keys=True,
+            )
+            + "\n"
+        ).encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -194,11 +208,17 @@ def read_heartbeat(store: Store, key: str) -> Optional[Beat]:
     try:
         d = _parse_json(data, str(path))
         frame = d.get("frame")
-        return Beat(pid=bounded_int(d["pid"], "pid", MAX_PID), host=_text(d["host"], "host"),
-                    token=_text(d["token"], "token"), time=wall_time(d["time"], "time"),
-                    frame=None if frame is None else bounded_int(frame, "frame"),
-                    state=_text(d.get("state", RUNNING), "state"), started=wall_time(d.get("started", 0.0), "started"),
-                    policy_idx=_policy_idx(d.get("policy_idx", -1)), mtime=mtime)
+        return Beat(
+            pid=bounded_int(d["pid"], "pid", MAX_PID),
+            host=_text(d["host"], "host"),
+            token=_text(d["token"], "token"),
+            time=wall_time(d["time"], "time"),
+            frame=None if frame is None else bounded_int(frame, "frame"),
+            state=_text(d.get("state", RUNNING), "state"),
+            started=wall_time(d.get("started", 0.0), "started"),
+            policy_idx=_policy_idx(d.get("policy_idx", -1)),
+            mtime=mtime,
+        )
     except (KeyError, TypeError, ValueError, ArithmeticError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{path}: not a heartbeat ({exc!r:.300}); torn or foreign") from exc
 
@@ -228,10 +248,16 @@ def read_lock(store: Store, key: str) -> Optional[LockInfo]:
     try:
         d = _parse_json(data, str(path))
         start = d.get("proc_start")
-        return LockInfo(pid=bounded_int(d["pid"], "pid", MAX_PID), host=_text(d["host"], "host"),
-                        token=_text(d["token"], "token"),
-                        proc_start=None if start is None else _text(str(start), "proc_start"),
-                        time=wall_time(d["time"], "time"), raw=data, mtime=mtime, version=version)
+        return LockInfo(
+            pid=bounded_int(d["pid"], "pid", MAX_PID),
+            host=_text(d["host"], "host"),
+            token=_text(d["token"], "token"),
+            proc_start=None if start is None else _text(str(start), "proc_start"),
+            time=wall_time(d["time"], "time"),
+            raw=data,
+            mtime=mtime,
+            version=version,
+        )
     except (KeyError, TypeError, ValueError, ArithmeticError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{path}: not a lock file ({exc!r})") from exc
 
@@ -257,8 +283,7 @@ class PeerStatus:
             return "no heartbeat"
         b = self.beat
         frame = "?" if b.frame is None else str(b.frame)
-        return (f"last heartbeat {self.age:.0f} s ago from pid {b.pid} on {b.host} at frame {frame}, "
-                f"state {b.state}")
+        return f"last heartbeat {self.age:.0f} s ago from pid {b.pid} on {b.host} at frame {frame}, state {b.state}"
 
 
 def judge(beat: Optional[Beat], timeout: float, now: Optional[float] = None) -> PeerStatus:
@@ -304,8 +329,15 @@ class MemberLiveness:
         sleep: injectable for tests.
     """
 
-    def __init__(self, store: Store, member_key: str, policy_idx: int, heartbeat_interval: float,
-                 heartbeat_timeout: float, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        store: Store,
+        member_key: str,
+        policy_idx: int,
+        heartbeat_interval: float,
+        heartbeat_timeout: float,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.store = store
         self.dir = member_key
         self.policy_idx = policy_idx
@@ -348,9 +380,20 @@ class MemberLiveness:
     # ---- the lock ------------------------------------------------------------------------------
 
     def _lock_bytes(self) -> bytes:
-        return (json.dumps({"pid": os.getpid(), "host": HOST, "token": self.token,
-                            "proc_start": process_start_time(os.getpid()), "time": time.time(),
-                            "policy_idx": self.policy_idx}, sort_keys=True) + "\n").encode("utf-8")
+        return (
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": HOST,
+                    "token": self.token,
+                    "proc_start": process_start_time(os.getpid()),
+                    "time": time.time(),
+                    "policy_idx": self.policy_idx,
+                },
+                sort_keys=True,
+            )
+            + "\n"
+        ).encode("utf-8")
 
     def acquire(self) -> None:
         """Become the one process training this member, or raise LockedError saying who is.
@@ -373,8 +416,14 @@ class MemberLiveness:
             except (WorkspaceError, ValueError) as exc:
                 age = time.time() - _mtime(self.store, self.lock_key)
                 if age > EMPTY_LOCK_GRACE_SECONDS:
-                    logger.warning("member %d: %s is unreadable (%s) and %.0f s old: a process was killed while "
-                                   "creating it; taking it over", self.policy_idx, self.lock_path, exc, age)
+                    logger.warning(
+                        "member %d: %s is unreadable (%s) and %.0f s old: a process was killed while "
+                        "creating it; taking it over",
+                        self.policy_idx,
+                        self.lock_path,
+                        exc,
+                        age,
+                    )
                     self._take_over(None, version)
                 else:
                     self.sleep(min(1.0, self.interval))
@@ -386,8 +435,12 @@ class MemberLiveness:
                 self.token = owner.token
                 self._held = True
                 self._remove_old_guards()
-                logger.info("member %d: keeping own lock %s across a restart (pid %d)", self.policy_idx,
-                            self.lock_path, owner.pid)
+                logger.info(
+                    "member %d: keeping own lock %s across a restart (pid %d)",
+                    self.policy_idx,
+                    self.lock_path,
+                    owner.pid,
+                )
                 return
             heartbeat = self._owner_heartbeat(owner)
             now = time.time()
@@ -404,13 +457,19 @@ class MemberLiveness:
                         f"records. Stop that process (kill {owner.pid}) or start this one with another "
                         "pbt.policy_idx or pbt.workspace."
                     )
-                logger.warning("member %d: taking over the lock of %s, which is no longer running",
-                               self.policy_idx, who)
+                logger.warning(
+                    "member %d: taking over the lock of %s, which is no longer running", self.policy_idx, who
+                )
                 self._take_over(owner, owner.version)
                 continue
             if age > self.timeout:
-                logger.warning("member %d: taking over the stale lock of %s (no sign of life for more than "
-                               "pbt.heartbeat_timeout=%g s)", self.policy_idx, who, self.timeout)
+                logger.warning(
+                    "member %d: taking over the stale lock of %s (no sign of life for more than "
+                    "pbt.heartbeat_timeout=%g s)",
+                    self.policy_idx,
+                    who,
+                    self.timeout,
+                )
                 self._take_over(owner, owner.version)
                 continue
             if watched is None:
@@ -426,8 +485,13 @@ class MemberLiveness:
                 logger.warning(
                     "member %d: %s holds the lock; waiting up to %.0f s for its heartbeat to either advance "
                     "(then this process refuses to start) or pass pbt.heartbeat_timeout=%g s (then it is taken "
-                    "over). Delete %s by hand if you know that process is gone.", self.policy_idx, who,
-                    max(0.0, self.timeout - age), self.timeout, self.lock_path)
+                    "over). Delete %s by hand if you know that process is gone.",
+                    self.policy_idx,
+                    who,
+                    max(0.0, self.timeout - age),
+                    self.timeout,
+                    self.lock_path,
+                )
             self.sleep(max(0.05, min(self.interval, self.timeout - age + 0.05)))
 
     def _owner_heartbeat(self, owner: LockInfo) -> Optional[Beat]:
@@ -500,23 +564,41 @@ class MemberLiveness:
             try:
                 self.store.delete(self.lock_key)
             except WorkspaceError as exc:
-                logger.warning("member %d: could not remove its lock %s (%s); the next process started "
-                               "for this member takes it over", self.policy_idx, self.lock_path, exc)
+                logger.warning(
+                    "member %d: could not remove its lock %s (%s); the next process started "
+                    "for this member takes it over",
+                    self.policy_idx,
+                    self.lock_path,
+                    exc,
+                )
         self._held = False
 
     # ---- the heartbeat -------------------------------------------------------------------------
 
     def beat(self, state: str = RUNNING) -> bool:
         """Write one heartbeat now; False (logged once per change) when the write failed."""
-        data = Beat(pid=os.getpid(), host=HOST, token=self.token, time=time.time(), frame=self.frame, state=state,
-                    started=self.started, policy_idx=self.policy_idx).to_json()
+        data = Beat(
+            pid=os.getpid(),
+            host=HOST,
+            token=self.token,
+            time=time.time(),
+            frame=self.frame,
+            state=state,
+            started=self.started,
+            policy_idx=self.policy_idx,
+        ).to_json()
         try:
             self.store.put_atomic(self.heartbeat_key, data)
         except WorkspaceError as exc:
             if self._write_failing is None:
-                logger.warning("member %d: cannot write its heartbeat (%s); peers may report it as dead after "
-                               "pbt.heartbeat_timeout=%g s. Retrying every %g s.", self.policy_idx, exc,
-                               self.timeout, self.interval)
+                logger.warning(
+                    "member %d: cannot write its heartbeat (%s); peers may report it as dead after "
+                    "pbt.heartbeat_timeout=%g s. Retrying every %g s.",
+                    self.policy_idx,
+                    exc,
+                    self.timeout,
+                    self.interval,
+                )
             self._write_failing = str(exc)
             return False
         if self._write_failing is not None:
@@ -543,8 +625,10 @@ class MemberLiveness:
                     who = "nobody" if owner is None else f"pid {owner.pid} on host {owner.host}"
                 except (OSError, ValueError) as exc:
                     who = f"an unreadable lock ({exc})"
-                self.lost = (f"member {self.policy_idx} lost its lock {self.lock_path} (now held by {who}); "
-                             "another process was started with the same pbt.policy_idx and took it over")
+                self.lost = (
+                    f"member {self.policy_idx} lost its lock {self.lock_path} (now held by {who}); "
+                    "another process was started with the same pbt.policy_idx and took it over"
+                )
                 logger.error("%s; this process stops writing heartbeats", self.lost)
                 return
             self.beat(self.state)

@@ -13,6 +13,7 @@ regular files no larger than the caller's cap are read (a FIFO, socket, device o
 refused, never blocks); names with NUL, control characters, ``.`` or ``..`` are refused. Each
 refusal raises :class:`~pbt.storage.backend.Refused` and is logged once per file.
 """
+
 import contextlib
 import errno
 import logging
@@ -52,8 +53,11 @@ def fsync_dir(directory: PathLike) -> None:
         key = str(directory)
         if key not in _DIR_FSYNC_UNSUPPORTED:
             _DIR_FSYNC_UNSUPPORTED[key] = True
-            log.info("fsync of directory %s is not supported here (%s); renames rely on the filesystem's "
-                     "own durability", directory, exc)
+            log.info(
+                "fsync of directory %s is not supported here (%s); renames rely on the filesystem's own durability",
+                directory,
+                exc,
+            )
     finally:
         os.close(fd)
 
@@ -169,9 +173,14 @@ _WRITE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOE
 
 def _kind(mode: int) -> str:
     """What a non-regular file is, for messages."""
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISDIR, "a directory")):
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -207,8 +216,9 @@ class LocalStore(RefusalLog):
         except FileNotFoundError as exc:
             raise NotFound(f"{self.root}: no such directory") from exc
         except OSError as exc:
-            raise WorkspaceError(f"cannot open the workspace {self.root}: {exc}. Check the path and "
-                                 "permissions.") from exc
+            raise WorkspaceError(
+                f"cannot open the workspace {self.root}: {exc}. Check the path and permissions."
+            ) from exc
 
     def _open_sub(self, parent: int, name: str, key: str) -> int:
         """Open directory ``name`` under ``parent`` without following a symlink."""
@@ -231,7 +241,7 @@ class LocalStore(RefusalLog):
         fd = self._open_root()
         try:
             for depth, name in enumerate(parts):
-                sub = self._open_sub(fd, name, "/".join(parts[:depth + 1]))
+                sub = self._open_sub(fd, name, "/".join(parts[: depth + 1]))
                 os.close(fd)
                 fd = sub
             yield fd
@@ -265,7 +275,8 @@ class LocalStore(RefusalLog):
             except OSError as exc:
                 raise WorkspaceError(
                     f"cannot create a temp file in {self.path(key)}'s directory to write it: {exc}. Check that the "
-                    "directory exists, is writable and the disk is not full.") from exc
+                    "directory exists, is writable and the disk is not full."
+                ) from exc
             try:
                 _write_all(fd, data)
                 os.fsync(fd)
@@ -278,8 +289,9 @@ class LocalStore(RefusalLog):
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=dfd)
                 if isinstance(exc, OSError):
-                    raise WorkspaceError(f"writing {self.path(key)} failed: {exc}. Check free disk space and "
-                                         "permissions.") from exc
+                    raise WorkspaceError(
+                        f"writing {self.path(key)} failed: {exc}. Check free disk space and permissions."
+                    ) from exc
                 raise
             self._fsync(dfd, key)
 
@@ -337,8 +349,9 @@ class LocalStore(RefusalLog):
             return None
         except OSError as exc:
             raise WorkspaceError(f"cannot stat {self.path(key)}: {exc}") from exc
-        return ObjectInfo(st.st_size, st.st_mtime, f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}",
-                          stat.S_ISREG(st.st_mode))
+        return ObjectInfo(
+            st.st_size, st.st_mtime, f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}", stat.S_ISREG(st.st_mode)
+        )
 
     def delete(self, key: str) -> None:
         try:
@@ -374,7 +387,8 @@ class LocalStore(RefusalLog):
             except OSError as exc:
                 raise WorkspaceError(
                     f"cannot create {self.path(key)}: {exc}. The directory must be writable (check permissions, "
-                    "free space and that it is mounted read-write).") from exc
+                    "free space and that it is mounted read-write)."
+                ) from exc
             try:
                 _write_all(fd, data)
                 os.fsync(fd)
@@ -395,7 +409,7 @@ class LocalStore(RefusalLog):
             fd = self._open_root()
             try:
                 for depth, name in enumerate(parts):
-                    key = "/".join(parts[:depth + 1])
+                    key = "/".join(parts[: depth + 1])
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(name, 0o755, dir_fd=fd)
                     try:
@@ -426,8 +440,9 @@ class LocalStore(RefusalLog):
             try:
                 os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
             except OSError as exc:
-                raise WorkspaceError(f"cannot move {self.path(src)} to {self.path(dst)}: {exc}. Move or delete it "
-                                     "by hand.") from exc
+                raise WorkspaceError(
+                    f"cannot move {self.path(src)} to {self.path(dst)}: {exc}. Move or delete it by hand."
+                ) from exc
             self._fsync(dfd, dst)
 
     def exists(self, key: str) -> bool:
@@ -464,8 +479,11 @@ def remove_stale_temps(store: LocalStore, prefix: str, max_age: float) -> List[s
         if match is None:
             continue
         key = f"{prefix}/{name}" if prefix else name
-        ours = (match.group("host") == HOST and int(match.group("pid")) == os.getpid()
-                and match.group("target") not in CONCURRENT_TARGETS)
+        ours = (
+            match.group("host") == HOST
+            and int(match.group("pid")) == os.getpid()
+            and match.group("target") not in CONCURRENT_TARGETS
+        )
         if not ours:
             info = store.stat(key)
             if info is None or now - info.mtime < max_age:

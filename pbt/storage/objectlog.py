@@ -14,6 +14,7 @@ killed mid-way leaves parts or an old base that readers skip, never a gap or a d
 writer per log (the member holding the lock); a second one loses the create-if-absent race and
 re-reads the sequence. No torch, Python 3.8.
 """
+
 import logging
 import re
 from typing import Dict, List, Optional, Protocol, Set, Tuple
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 COMPACT_EVERY = 16
 """Appended parts folded into a base by the writer; a reader gets at most this many + 1 objects."""
 _PART_RE = re.compile(r"(?P<kind>[pb])(?P<seq>[0-9]{10})")
-MAX_BASE_SEQ = 10 ** 9
+MAX_BASE_SEQ = 10**9
 """A base numbered above this is foreign (ignored): the parts after any base then keep ten digits
 for 9 * 10**9 more appends."""
 MAX_LOG_BYTES = 64 * 1024 * 1024
@@ -77,8 +78,9 @@ class ObjectLog:
     """Append and read logs on ``store`` (an object store: ``list_objects``, ``get``,
     ``create_exclusive``, ``put_atomic``, ``delete``)."""
 
-    def __init__(self, store: "LogStore", compact_every: int = COMPACT_EVERY,
-                 max_log_bytes: int = MAX_LOG_BYTES) -> None:
+    def __init__(
+        self, store: "LogStore", compact_every: int = COMPACT_EVERY, max_log_bytes: int = MAX_LOG_BYTES
+    ) -> None:
         self.store = store
         self.compact_every = compact_every
         self.max_log_bytes = max_log_bytes
@@ -89,7 +91,7 @@ class ObjectLog:
         """The log's newest base, live parts, covered names and sizes (``fresh``: from the server,
         else possibly from the store's listing of the current scan)."""
         sizes = dict(self.store.list_objects(key, fresh))
-        names = [name[len(log_dir(key)) + 1:] for name in sizes if name.startswith(log_dir(key) + "/")]
+        names = [name[len(log_dir(key)) + 1 :] for name in sizes if name.startswith(log_dir(key) + "/")]
         base, live, covered = parse_log_names(names)
         return base, live, covered, sizes
 
@@ -106,11 +108,16 @@ class ObjectLog:
                 if pending + 1 >= self.compact_every:
                     self.compact(key)
                 return
-            log.warning("%s: part %d was already written by another process; reading the log's sequence again",
-                        self.store.path(key), seq)
+            log.warning(
+                "%s: part %d was already written by another process; reading the log's sequence again",
+                self.store.path(key),
+                seq,
+            )
             del self._next[key]
-        raise WorkspaceError(f"{self.store.path(key)}: cannot append: other processes keep writing the same log "
-                             "parts. Two processes train one member: stop one of them.")
+        raise WorkspaceError(
+            f"{self.store.path(key)}: cannot append: other processes keep writing the same log "
+            "parts. Two processes train one member: stop one of them."
+        )
 
     def read(self, key: str, max_bytes: int) -> bytes:
         """The whole log, in order; NotFound when it has nothing. Refused over ``max_bytes``."""
@@ -151,7 +158,7 @@ class ObjectLog:
         base, live, covered, _ = self._state(key)
         if not live:
             return
-        keys = ([f"{log_dir(key)}/{base_name(base)}"] if base is not None else [])
+        keys = [f"{log_dir(key)}/{base_name(base)}"] if base is not None else []
         keys += [f"{log_dir(key)}/{part_name(seq)}" for seq in live]
         content = []
         for part in keys:

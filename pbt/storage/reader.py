@@ -12,6 +12,7 @@ Every file is read through the Store with a size cap per kind (:class:`ReadLimit
 FIFO, symlink, device or huge file is refused (:class:`~pbt.storage.backend.Refused`, logged once
 by the store) and skipped like a corrupt file; nothing here blocks or follows a link.
 """
+
 import logging
 import os
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ def open_store(root: Union[PathLike, Store]) -> Store:
     :class:`~pbt.storage.s3.S3Store`, a path as a :class:`LocalStore`."""
     if is_s3_url(root):
         from pbt.storage.s3 import S3Store  # boto3 only where an s3:// workspace is used
+
         return S3Store(str(root))
     if isinstance(root, (str, os.PathLike)):
         return LocalStore(root)
@@ -106,8 +108,9 @@ class WorkspaceReader:
         num_policies: population size; None: the member directories found.
     """
 
-    def __init__(self, root: Union[PathLike, Store], num_policies: Optional[int] = None,
-                 limits: Optional[ReadLimits] = None) -> None:
+    def __init__(
+        self, root: Union[PathLike, Store], num_policies: Optional[int] = None, limits: Optional[ReadLimits] = None
+    ) -> None:
         self.store = open_store(root)
         self.limits = limits or ReadLimits()
         self.own_checkpoint_size: Optional[int] = None
@@ -167,8 +170,9 @@ class WorkspaceReader:
     def _record_names(self, member_idx: int) -> List[Tuple[int, str]]:
         """(iteration, name) of member's record files, newest first; [] when it has no directory."""
         names = self.store.list(self.member_key(member_idx))
-        found = sorted(((it, n) for it, n in ((iteration_of(n, RECORD_SUFFIX), n) for n in names)
-                        if it is not None), reverse=True)
+        found = sorted(
+            ((it, n) for it, n in ((iteration_of(n, RECORD_SUFFIX), n) for n in names) if it is not None), reverse=True
+        )
         cache = self._cache.get(member_idx)
         if cache:
             present = set(names)
@@ -199,7 +203,9 @@ class WorkspaceReader:
         cache[name] = _CacheEntry(data, record, None)
         return record
 
-    def intact_records(self, member_idx: int, names: Iterable[str], max_iteration: Optional[int] = None) -> Dict[int, Record]:
+    def intact_records(
+        self, member_idx: int, names: Iterable[str], max_iteration: Optional[int] = None
+    ) -> Dict[int, Record]:
         """iteration -> record of the record files among ``names`` (a member's listing) that parse,
         up to ``max_iteration``; the others are logged once per content and left out."""
         intact: Dict[int, Record] = {}
@@ -230,8 +236,9 @@ class WorkspaceReader:
                 logger.warning("%s", message)
             raise Refused(message)
 
-    def latest_record(self, member_idx: int, max_iteration: Optional[int] = None,
-                      verify: bool = False) -> Optional[Record]:
+    def latest_record(
+        self, member_idx: int, max_iteration: Optional[int] = None, verify: bool = False
+    ) -> Optional[Record]:
         """Member's newest intact record with iteration <= max_iteration, or None.
 
         Corrupt or foreign records are skipped with a warning naming the file (once per file
@@ -306,8 +313,9 @@ class WorkspaceReader:
         except Refused:
             raise
         except NotFound as exc:
-            raise CorruptRecordError(f"{path}: checkpoint no longer exists (its member deleted it); "
-                                     "pick a newer record") from exc
+            raise CorruptRecordError(
+                f"{path}: checkpoint no longer exists (its member deleted it); pick a newer record"
+            ) from exc
         except WorkspaceError as exc:
             raise CorruptRecordError(f"{path}: cannot read checkpoint: {exc}") from exc
         digest = sha256_hex(data)

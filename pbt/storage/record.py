@@ -9,6 +9,7 @@ they can (a scan of 512 peers takes tens of milliseconds instead of hundreds) an
 YAML loader otherwise (NaN/inf objectives, files edited by other tools). Nothing is ever loaded
 with an unsafe YAML loader.
 """
+
 import json
 import logging
 import math
@@ -142,7 +143,7 @@ MAX_POLICY_IDX = 1_000_000
 """policy_idx must lie in 0 .. MAX_POLICY_IDX-1."""
 MAX_COUNT = MAX_FRAMES + 1
 """Iterations, frames and versions lie in 0 .. MAX_COUNT-1 (:data:`pbt.storage.bounds.MAX_FRAMES`)."""
-MAX_PARAM_INT = 2 ** 63
+MAX_PARAM_INT = 2**63
 """An int hyperparameter has a magnitude below this (arithmetic on it stays inside floats' range)."""
 MAX_PARAMS = 1000
 MAX_PARAM_STRING = 4096
@@ -177,8 +178,7 @@ def _scalar(value: Any, key: str) -> Any:
         return value
     if type(value) is str and len(value) <= MAX_PARAM_STRING:
         return value
-    raise ValueError(f"params[{key!r:.80}] must be a number, bool, short string or null, got "
-                     f"{type(value).__name__}")
+    raise ValueError(f"params[{key!r:.80}] must be a number, bool, short string or null, got {type(value).__name__}")
 
 
 def _params(value: Any) -> Dict[str, Any]:
@@ -262,19 +262,25 @@ def plain_history(history: Optional[Mapping[int, Optional[float]]]) -> Dict[int,
     return out
 
 
-def readable_numbers(objective: Optional[float], returns: List[float],
-                     where: str) -> Tuple[Optional[float], List[float]]:
+def readable_numbers(
+    objective: Optional[float], returns: List[float], where: str
+) -> Tuple[Optional[float], List[float]]:
     """A member's objective and episode returns as readers accept them (:mod:`pbt.storage.bounds`):
     a finite objective beyond MAX_ABS_VALUE becomes NaN (diverged: it ranks last), and returns that
     are not finite or beyond it are left out (a diverging run's inf returns); each logged."""
     if objective is not None and math.isfinite(objective) and not is_sample(objective):
-        logger.warning("%s: objective %g lies beyond +-%g; published as NaN (diverged)", where, objective,
-                       MAX_ABS_VALUE)
+        logger.warning(
+            "%s: objective %g lies beyond +-%g; published as NaN (diverged)", where, objective, MAX_ABS_VALUE
+        )
         objective = math.nan
     kept = [x for x in returns if is_sample(x)]
     if len(kept) < len(returns):
-        logger.warning("%s: %d episode return(s) not finite or beyond +-%g left out of its record", where,
-                       len(returns) - len(kept), MAX_ABS_VALUE)
+        logger.warning(
+            "%s: %d episode return(s) not finite or beyond +-%g left out of its record",
+            where,
+            len(returns) - len(kept),
+            MAX_ABS_VALUE,
+        )
     return objective, kept
 
 
@@ -346,8 +352,9 @@ def _check_shape(text: str, loader_class: Any, source: str) -> None:
                 depth += 1
                 nodes += 1
                 if depth > MAX_RECORD_DEPTH:
-                    raise CorruptRecordError(f"{source}: nested deeper than {MAX_RECORD_DEPTH} levels; "
-                                             "not a PBT record")
+                    raise CorruptRecordError(
+                        f"{source}: nested deeper than {MAX_RECORD_DEPTH} levels; not a PBT record"
+                    )
             elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
                 depth -= 1
             elif isinstance(event, yaml.ScalarEvent):
@@ -403,8 +410,9 @@ def check_checkpoint_name(name: str, source: str) -> None:
         )
 
 
-def parse_record(data: bytes, source: str, expected_idx: Optional[int] = None,
-                 expected_iteration: Optional[int] = None) -> Record:
+def parse_record(
+    data: bytes, source: str, expected_idx: Optional[int] = None, expected_iteration: Optional[int] = None
+) -> Record:
     """Parse and validate record bytes (YAML) written by ``Workspace``; no filesystem access.
 
     Raises CorruptRecordError naming ``source`` for torn, truncated or foreign content, or when the
@@ -514,8 +522,9 @@ def record_to_yaml(record: Record) -> bytes:
     try:  # never publish what readers refuse (numbers beyond pbt.storage.bounds included)
         Record.from_dict(data, "new record")
     except CorruptRecordError as exc:
-        raise WorkspaceError(f"record of member {record.policy_idx} iteration {record.iteration} would not read "
-                             f"back: {exc}") from exc
+        raise WorkspaceError(
+            f"record of member {record.policy_idx} iteration {record.iteration} would not read back: {exc}"
+        ) from exc
     lines = [f"{_flow_scalar(key)}: {_flow_scalar(value)}" for key, value in data.items()]
     text = "{" + ",\n ".join(lines) + "}\n"
     if _reads_back(text, data, allow_json=True):

@@ -17,6 +17,7 @@ as upstream's "oldest peer iteration - 20"), but never more than ``max_records``
 further behind then finds no record of this member at or below its iteration and counts it as
 missing.
 """
+
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Set
 

@@ -21,6 +21,7 @@ How it keeps the local workspace's guarantees without a filesystem:
 Errors are :class:`~pbt.errors.WorkspaceError` chained to an ``OSError`` (:mod:`pbt.storage.s3_client`),
 so an unreachable server is an I/O error the member rides out under ``pbt.on_write_error=retry``.
 """
+
 import contextlib
 import logging
 import threading
@@ -92,7 +93,7 @@ class S3Store(RefusalLog):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _rel(self, full: str) -> str:
-        return full[len(self.prefix) + 1:] if self.prefix else full
+        return full[len(self.prefix) + 1 :] if self.prefix else full
 
     def path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
@@ -174,8 +175,8 @@ class S3Store(RefusalLog):
         start = f"{full}/" if full else ""
         names: List[str] = []
         for page in self._pages(prefix, start, Delimiter="/"):
-            names += [c["Key"][len(start):] for c in page.get("Contents", ())]
-            names += [p["Prefix"][len(start):].rstrip("/") for p in page.get("CommonPrefixes", ())]
+            names += [c["Key"][len(start) :] for c in page.get("Contents", ())]
+            names += [p["Prefix"][len(start) :].rstrip("/") for p in page.get("CommonPrefixes", ())]
         names = [n for n in names if n not in ("", ".", "..")]  # planted keys like "a//b" name nothing
         return self.good_names(prefix, names)
 
@@ -243,12 +244,13 @@ class S3Store(RefusalLog):
         interrupted half-way leaves both; run it again or delete ``dst`` by hand)."""
         if self.exists(dst):
             raise WorkspaceError(f"cannot move {self.path(src)} to {self.path(dst)}: the target exists")
-        moves = [(key, dst + key[len(src):]) for key, _ in self.list_all(src + "/")]
+        moves = [(key, dst + key[len(src) :]) for key, _ in self.list_all(src + "/")]
         if self.stat(src) is not None:
             moves.append((src, dst))
         for old, new in moves:
-            self._call("copy_object", "copying", old, Key=self._k(new),
-                       CopySource={"Bucket": self.bucket, "Key": self._k(old)})
+            self._call(
+                "copy_object", "copying", old, Key=self._k(new), CopySource={"Bucket": self.bucket, "Key": self._k(old)}
+            )
         for old, _ in moves:
             self.delete(old)
 
@@ -286,7 +288,6 @@ class S3Store(RefusalLog):
             yield
         finally:
             self._scan.listing = None
-
 
     def _prefetch(self, listing: Listing, population: Optional[int] = None) -> None:
         """GET, concurrently, what a PBT step reads from every member directory (its newest record

@@ -7,6 +7,7 @@ Credentials, region and endpoint come from the standard AWS variables and files
 ``AWS_PROFILE``, ...), as for the AWS CLI. boto3 is imported only when an ``s3://`` workspace is
 opened (``pip install 'pbt-rl[s3]'``).
 """
+
 import errno
 import logging
 import os
@@ -34,16 +35,19 @@ def parse_s3_url(url: str) -> Tuple[str, str]:
     """``s3://bucket/some/prefix/`` -> ("bucket", "some/prefix"); ConfigError saying how to fix it."""
     if not is_s3_url(url):
         raise ConfigError(f"pbt.workspace={url!r} is not an s3:// URL")
-    bucket, _, prefix = url[len(SCHEME):].partition("/")
+    bucket, _, prefix = url[len(SCHEME) :].partition("/")
     if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket:
         raise ConfigError(
             f"pbt.workspace={url!r}: {bucket!r} is not a valid bucket name (3 to 63 lowercase letters, digits, "
-            "dots and hyphens, starting and ending with a letter or digit). Write it as s3://<bucket>/<prefix>.")
+            "dots and hyphens, starting and ending with a letter or digit). Write it as s3://<bucket>/<prefix>."
+        )
     prefix = prefix.strip("/")
     parts = prefix.split("/") if prefix else []
     if any(part in ("", ".", "..") for part in parts):
-        raise ConfigError(f"pbt.workspace={url!r}: the prefix {prefix!r} has an empty, '.' or '..' component; "
-                          "write it as s3://<bucket>/<dir>/<dir>")
+        raise ConfigError(
+            f"pbt.workspace={url!r}: the prefix {prefix!r} has an empty, '.' or '..' component; "
+            "write it as s3://<bucket>/<dir>/<dir>"
+        )
     return bucket, prefix
 
 
@@ -58,13 +62,18 @@ def make_client() -> Any:
         import boto3
         from botocore.config import Config
     except ImportError as exc:
-        raise ConfigError("pbt.workspace=s3://... needs boto3: pip install 'pbt-rl[s3]' (or pip install boto3)"
-                          ) from exc
+        raise ConfigError(
+            "pbt.workspace=s3://... needs boto3: pip install 'pbt-rl[s3]' (or pip install boto3)"
+        ) from exc
     endpoint = endpoint_url()
-    config = Config(connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT, max_pool_connections=32,
-                    retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
-                    # self-hosted stores (SeaweedFS, MinIO, Ceph) serve buckets as paths
-                    s3={"addressing_style": "path"} if endpoint else None)
+    config = Config(
+        connect_timeout=CONNECT_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
+        max_pool_connections=32,
+        retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
+        # self-hosted stores (SeaweedFS, MinIO, Ceph) serve buckets as paths
+        s3={"addressing_style": "path"} if endpoint else None,
+    )
     logging.getLogger("botocore.credentials").setLevel(logging.WARNING)  # "Found credentials" at every start
     session = boto3.session.Session()
     region = session.region_name or "us-east-1"
@@ -98,17 +107,24 @@ def translate(exc: BaseException, what: str, where: str, bucket: str) -> Workspa
     endpoint = endpoint_url() or "AWS S3"
     if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
         cause: OSError = PermissionError(
-            errno.EACCES, f"{code}: the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE) give no "
+            errno.EACCES,
+            f"{code}: the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE) give no "
             f"access to bucket {bucket!r} at {endpoint}, or it does not exist (some servers say so for a missing "
-            f"bucket): check the bucket policy, or create it (aws s3 mb s3://{bucket})")
+            f"bucket): check the bucket policy, or create it (aws s3 mb s3://{bucket})",
+        )
     elif code == "NoSuchBucket":
-        cause = FileNotFoundError(errno.ENOENT, f"bucket {bucket!r} does not exist at {endpoint}: create it "
-                                                f"(aws s3 mb s3://{bucket}) or fix pbt.workspace")
+        cause = FileNotFoundError(
+            errno.ENOENT,
+            f"bucket {bucket!r} does not exist at {endpoint}: create it (aws s3 mb s3://{bucket}) or fix pbt.workspace",
+        )
     elif code:
         cause = OSError(errno.EIO, f"the object store answered {code}")
     else:  # no answer at all: connection refused, reset, timed out
-        cause = ConnectionError(errno.ECONNREFUSED, f"cannot reach the object store at {endpoint} ({exc}); check "
-                                                    "AWS_ENDPOINT_URL and that the server is running")
+        cause = ConnectionError(
+            errno.ECONNREFUSED,
+            f"cannot reach the object store at {endpoint} ({exc}); check "
+            "AWS_ENDPOINT_URL and that the server is running",
+        )
     cause.__cause__ = exc
     error = WorkspaceError(f"{what} {where} failed: {cause.strerror}")
     error.__cause__ = cause

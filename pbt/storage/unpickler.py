@@ -9,6 +9,7 @@ numpy scalar stand-ins of ``pbt.storage.checkpoints``. Any other global raises
 ``pickle.UnpicklingError`` before anything is called. torch imported inside the functions, like
 ``checkpoints``.
 """
+
 import io
 import pickle
 import types
@@ -24,8 +25,9 @@ def _encode_latin1(text: Any, encoding: Any = "latin1") -> bytes:
     return text.encode("latin1")
 
 
-def _rebuild_tensor_v2(storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any,
-                       backward_hooks: Any, metadata: Any = None) -> Any:
+def _rebuild_tensor_v2(
+    storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any, backward_hooks: Any, metadata: Any = None
+) -> Any:
     """torch's rebuilder for a dense tensor, refusing the hooks and metadata a checkpoint never has."""
     import torch
 
@@ -118,5 +120,4 @@ def restricted_torch_load(data: bytes, stand_ins: Dict[str, Any]) -> Any:
         if torch.serialization._is_torchscript_zip(archive):
             raise pickle.UnpicklingError("a TorchScript archive, not a checkpoint")
     buffer.seek(0)
-    return torch.load(buffer, map_location="cpu", pickle_module=restricted_pickle_module(stand_ins),
-                      weights_only=False)
+    return torch.load(buffer, map_location="cpu", pickle_module=restricted_pickle_module(stand_ins), weights_only=False)

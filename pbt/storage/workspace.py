@@ -7,6 +7,7 @@ record, records deleted before checkpoints, each member writes only its own dire
 
 A ``Workspace`` is not thread-safe: one member process uses it from one thread.
 """
+
 import logging
 import math
 import os
@@ -32,8 +33,16 @@ from pbt.storage.lineage import LineageEntry
 from pbt.storage.local import HOST, atomic_write_bytes
 from pbt.storage.objectlog import log_dir
 from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
-from pbt.storage.record import (MAX_GAINS, MAX_PARAM_HISTORY, MAX_POLICY_IDX, Record, plain_history,
-                                 readable_numbers, record_to_yaml, to_plain)
+from pbt.storage.record import (
+    MAX_GAINS,
+    MAX_PARAM_HISTORY,
+    MAX_POLICY_IDX,
+    Record,
+    plain_history,
+    readable_numbers,
+    record_to_yaml,
+    to_plain,
+)
 from pbt.storage.retention import RetentionPolicy, iterations_to_keep, removal_order
 
 logger = logging.getLogger(__name__)
@@ -50,8 +59,14 @@ class Workspace(WorkspaceReader):
         limits: size caps of what is read (:class:`pbt.storage.reader.ReadLimits`).
     """
 
-    def __init__(self, root: Union[PathLike, Store], policy_idx: int, num_policies: Optional[int],
-                 retention: Optional[RetentionPolicy] = None, limits: Optional[ReadLimits] = None) -> None:
+    def __init__(
+        self,
+        root: Union[PathLike, Store],
+        policy_idx: int,
+        num_policies: Optional[int],
+        retention: Optional[RetentionPolicy] = None,
+        limits: Optional[ReadLimits] = None,
+    ) -> None:
         retention = retention or RetentionPolicy()
         if num_policies is None:  # an elastic population: the member directories found
             if not 0 <= policy_idx < MAX_POLICY_IDX:
@@ -59,13 +74,15 @@ class Workspace(WorkspaceReader):
         elif num_policies < 1:
             raise ConfigError(f"pbt.num_policies must be >= 1, got {num_policies}")
         elif not 0 <= policy_idx < num_policies:
-            raise ConfigError(f"pbt.policy_idx must be in 0..{num_policies - 1} (pbt.num_policies={num_policies}), "
-                              f"got {policy_idx}")
+            raise ConfigError(
+                f"pbt.policy_idx must be in 0..{num_policies - 1} (pbt.num_policies={num_policies}), got {policy_idx}"
+            )
         if retention.keep_records < 1:
             raise ConfigError(f"keep_records must be >= 1, got {retention.keep_records}")
         if retention.max_records < retention.keep_records:
-            raise ConfigError(f"max_records ({retention.max_records}) must be >= keep_records "
-                              f"({retention.keep_records})")
+            raise ConfigError(
+                f"max_records ({retention.max_records}) must be >= keep_records ({retention.keep_records})"
+            )
         if retention.peer_margin < 0:
             raise ConfigError(f"peer_margin must be >= 0, got {retention.peer_margin}")
         super().__init__(root, num_policies, limits)
@@ -104,8 +121,12 @@ class Workspace(WorkspaceReader):
 
     def has_own_files(self) -> bool:
         """True when this member's directory holds any record, checkpoint or lineage."""
-        return any(n in (LINEAGE_FILE, log_dir(LINEAGE_FILE)) or iteration_of(n, RECORD_SUFFIX) is not None
-                   or iteration_of(n, CHECKPOINT_SUFFIX) is not None for n in self.store.list(self.own_key))
+        return any(
+            n in (LINEAGE_FILE, log_dir(LINEAGE_FILE))
+            or iteration_of(n, RECORD_SUFFIX) is not None
+            or iteration_of(n, CHECKPOINT_SUFFIX) is not None
+            for n in self.store.list(self.own_key)
+        )
 
     def move_aside(self) -> List[Union[Path, str]]:
         """Move this member's directory and its best copy aside (``<idx:03d>.old-<time>``,
@@ -129,22 +150,49 @@ class Workspace(WorkspaceReader):
 
     # ---- publishing --------------------------------------------------------------------------
 
-    def save(self, iteration: int, frame: int, objective: Optional[float], params: Mapping[str, Any],
-             state: Mapping[str, Any], episode_returns: Iterable[float] = (), frames_since_replace: int = 0,
-             network: Optional[Mapping[str, Any]] = None,
-             history: Optional[Mapping[int, Optional[float]]] = None,
-             param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
-             gains: Optional[Mapping[int, float]] = None) -> Record:
+    def save(
+        self,
+        iteration: int,
+        frame: int,
+        objective: Optional[float],
+        params: Mapping[str, Any],
+        state: Mapping[str, Any],
+        episode_returns: Iterable[float] = (),
+        frames_since_replace: int = 0,
+        network: Optional[Mapping[str, Any]] = None,
+        history: Optional[Mapping[int, Optional[float]]] = None,
+        param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
+        gains: Optional[Mapping[int, float]] = None,
+    ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
-        return self.publish(iteration, frame, objective, params, serialize_state(state), episode_returns,
-                            frames_since_replace, network, history, param_history, gains)
+        return self.publish(
+            iteration,
+            frame,
+            objective,
+            params,
+            serialize_state(state),
+            episode_returns,
+            frames_since_replace,
+            network,
+            history,
+            param_history,
+            gains,
+        )
 
-    def publish(self, iteration: int, frame: int, objective: Optional[float], params: Mapping[str, Any],
-                checkpoint_bytes: bytes, episode_returns: Iterable[float] = (),
-                frames_since_replace: int = 0, network: Optional[Mapping[str, Any]] = None,
-                history: Optional[Mapping[int, Optional[float]]] = None,
-                param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
-                gains: Optional[Mapping[int, float]] = None) -> Record:
+    def publish(
+        self,
+        iteration: int,
+        frame: int,
+        objective: Optional[float],
+        params: Mapping[str, Any],
+        checkpoint_bytes: bytes,
+        episode_returns: Iterable[float] = (),
+        frames_since_replace: int = 0,
+        network: Optional[Mapping[str, Any]] = None,
+        history: Optional[Mapping[int, Optional[float]]] = None,
+        param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
+        gains: Optional[Mapping[int, float]] = None,
+    ) -> Record:
         """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``.
         ``history``: the member's objective by iteration (the newest MAX_HISTORY are kept);
         ``param_history``: its hyperparameter change points (the newest MAX_PARAM_HISTORY);
@@ -158,17 +206,26 @@ class Workspace(WorkspaceReader):
             returns = [float(x) for x in episode_returns]
         except (TypeError, ValueError, OverflowError) as exc:
             raise WorkspaceError(f"objective and episode_returns must be numbers: {exc}") from exc
-        objective_value, returns = readable_numbers(objective_value, returns,
-                                                    f"member {self.policy_idx} iteration {iteration}")
+        objective_value, returns = readable_numbers(
+            objective_value, returns, f"member {self.policy_idx} iteration {iteration}"
+        )
         record = Record(
-            policy_idx=self.policy_idx, iteration=int(iteration), frame=int(frame), objective=objective_value,
-            params=to_plain(dict(params), "params"), checkpoint=checkpoint_name(iteration),
-            checksum=sha256_hex(checkpoint_bytes), time=time.time(), episode_returns=returns,
+            policy_idx=self.policy_idx,
+            iteration=int(iteration),
+            frame=int(frame),
+            objective=objective_value,
+            params=to_plain(dict(params), "params"),
+            checkpoint=checkpoint_name(iteration),
+            checksum=sha256_hex(checkpoint_bytes),
+            time=time.time(),
+            episode_returns=returns,
             frames_since_replace=int(frames_since_replace),
             network=None if network is None else to_plain(dict(network), "network"),
             history=plain_history(history),
-            param_history={int(i): to_plain(dict(p), "param_history")
-                           for i, p in sorted((param_history or {}).items())[-MAX_PARAM_HISTORY:]},
+            param_history={
+                int(i): to_plain(dict(p), "param_history")
+                for i, p in sorted((param_history or {}).items())[-MAX_PARAM_HISTORY:]
+            },
             gains={int(i): float(g) for i, g in sorted((gains or {}).items())[-MAX_GAINS:] if math.isfinite(g)},
         )
         record_bytes = record_to_yaml(record)
@@ -200,8 +257,10 @@ class Workspace(WorkspaceReader):
         dest = Path(dest_path).absolute()
         root = Path(self.root).absolute()
         if dest == root or root in dest.parents:
-            raise WorkspaceError(f"export destination {dest} lies inside the workspace {root}; export into the "
-                                 "member's own run directory instead.")
+            raise WorkspaceError(
+                f"export destination {dest} lies inside the workspace {root}; export into the "
+                "member's own run directory instead."
+            )
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -209,8 +268,9 @@ class Workspace(WorkspaceReader):
         atomic_write_bytes(dest, serialize_state(state))
         return dest
 
-    def export_checkpoint(self, record: Record, member_idx: Optional[int], dest_path: PathLike, frame: int,
-                          epoch: Optional[int]) -> Path:
+    def export_checkpoint(
+        self, record: Record, member_idx: Optional[int], dest_path: PathLike, frame: int, epoch: Optional[int]
+    ) -> Path:
         """Copy a (donor's) checkpoint to a private path outside the workspace, for a restart.
 
         The copy is verified and loaded safely, its ``frame`` and ``epoch`` are set to the caller's
@@ -222,8 +282,10 @@ class Workspace(WorkspaceReader):
         dest = Path(dest_path).absolute()
         root = self.root.absolute() if isinstance(self.root, Path) else None  # never inside an object store
         if root is not None and (dest == root or root in dest.parents):
-            raise WorkspaceError(f"export destination {dest} lies inside the workspace {root}, where retention may "
-                                 "delete it; export into the member's own run directory instead.")
+            raise WorkspaceError(
+                f"export destination {dest} lies inside the workspace {root}, where retention may "
+                "delete it; export into the member's own run directory instead."
+            )
         state = self.load_checkpoint(record, member_idx)
         if record.policy_idx != self.policy_idx:  # a donor's best score is not this member's
             state.pop("last_mean_rewards", None)
@@ -235,8 +297,14 @@ class Workspace(WorkspaceReader):
         except OSError as exc:
             raise WorkspaceError(f"cannot create {dest.parent} for the exported checkpoint: {exc}") from exc
         atomic_write_bytes(dest, serialize_state(state))
-        logger.info("exported member %d's iteration %d checkpoint to %s (frame %d, epoch %s)",
-                    record.policy_idx, record.iteration, dest, frame, state.get("epoch"))
+        logger.info(
+            "exported member %d's iteration %d checkpoint to %s (frame %d, epoch %s)",
+            record.policy_idx,
+            record.iteration,
+            dest,
+            frame,
+            state.get("epoch"),
+        )
         return dest
 
     # ---- lineage and best --------------------------------------------------------------------
@@ -249,8 +317,12 @@ class Workspace(WorkspaceReader):
             self.store.append(key, entry.to_json_line())
         except Refused:  # a symlink or FIFO a peer put there: move it aside (never follow it), append anew
             aside = f"{key}.foreign-{os.urandom(4).hex()}"
-            logger.warning("member %d: moving the foreign object at %s aside to %s", self.policy_idx,
-                           self.store.path(key), self.store.path(aside))
+            logger.warning(
+                "member %d: moving the foreign object at %s aside to %s",
+                self.policy_idx,
+                self.store.path(key),
+                self.store.path(aside),
+            )
             self.store.rename(key, aside)
             self.store.append(key, entry.to_json_line())
 
@@ -270,8 +342,13 @@ class Workspace(WorkspaceReader):
         if not is_better(record, self.best_record()):
             return False
         write_best(self, self.best_key, record, self.read_checkpoint_bytes(record, member_idx))
-        logger.info("member %d: new population best %s (objective %s) copied to %s", self.policy_idx,
-                    record.policy_idx, record.objective, self.best_dir)
+        logger.info(
+            "member %d: new population best %s (objective %s) copied to %s",
+            self.policy_idx,
+            record.policy_idx,
+            record.objective,
+            self.best_dir,
+        )
         return True
 
     def keep_population_best(self, records: Mapping[int, Record]) -> None:
@@ -284,8 +361,9 @@ class Workspace(WorkspaceReader):
         try:
             self.update_best(best)
         except (CorruptRecordError, WorkspaceError) as exc:
-            logger.warning("member %d: could not copy the population best (%s); next iteration will",
-                           self.policy_idx, exc)
+            logger.warning(
+                "member %d: could not copy the population best (%s); next iteration will", self.policy_idx, exc
+            )
 
     def rollback_candidates(self, own_tries: int = 5) -> Iterator[Record]:
         """Records to roll back to after a divergence: own newest ones first (at most
@@ -324,8 +402,11 @@ class Workspace(WorkspaceReader):
         doomed += [checkpoint_name(it) for it in intact if it not in kept and checkpoint_name(it) not in named]
         # A checkpoint beside a record file that is not ranked (planted, foreign) is not an orphan.
         unranked = {iteration_of(n, RECORD_SUFFIX) for n in names} - set(intact)
-        orphans = [n for n in names if iteration_of(n, CHECKPOINT_SUFFIX) not in (None, *kept, *unranked)
-                   and n not in doomed and n not in named]
+        orphans = [
+            n
+            for n in names
+            if iteration_of(n, CHECKPOINT_SUFFIX) not in (None, *kept, *unranked) and n not in doomed and n not in named
+        ]
         for name in orphans:
             logger.info("removing orphan checkpoint %s (no record names it)", self.store.path(f"{self.own_key}/{name}"))
         removed: List[str] = []
@@ -335,8 +416,7 @@ class Workspace(WorkspaceReader):
         for key in (self.own_key, self.best_key):
             removed.extend(self.store.remove_stale_temps(key, self.retention.stale_tmp_seconds))
         if removed:
-            logger.debug("member %d cleanup removed %d files (kept %d records)", self.policy_idx, len(removed),
-                         len(kept))
+            logger.debug(
+                "member %d cleanup removed %d files (kept %d records)", self.policy_idx, len(removed), len(kept)
+            )
         return [self.located(key) for key in removed]
-
-

@@ -3,6 +3,7 @@
 Reacher, on :class:`~pbt.tasks.vectask.VecTask`). Importing this package does not import torch: a
 task's module is imported only when the task is built.
 """
+
 from pbt.tasks.base import REQUIRED_ATTRIBUTES, Task, check_task_interface
 from pbt.tasks.registry import (
     BUILTIN_TASKS,
@@ -15,5 +16,16 @@ from pbt.tasks.registry import (
     valid_task_help,
 )
 
-__all__ = ["BUILTIN_TASKS", "REQUIRED_ATTRIBUTES", "Task", "TaskRef", "build_task", "check_task_interface",
-           "import_task_class", "parse_task", "prepare_backend", "rewrite_task_overrides", "valid_task_help"]
+__all__ = [
+    "BUILTIN_TASKS",
+    "REQUIRED_ATTRIBUTES",
+    "Task",
+    "TaskRef",
+    "build_task",
+    "check_task_interface",
+    "import_task_class",
+    "parse_task",
+    "prepare_backend",
+    "rewrite_task_overrides",
+    "valid_task_help",
+]

@@ -24,6 +24,7 @@ reward (``("task.env.actionCost",)``; shell-style patterns such as ``task.env.*R
 ``reports_true_objective = True`` when ``extras["true_objective"]`` is reported. PBT then refuses to
 mutate those keys while it ranks members by the return they shape.
 """
+
 from typing import Any, Dict, Protocol, Tuple
 
 from pbt.errors import TaskError
@@ -39,11 +40,9 @@ class Task(Protocol):
     num_obs: int
     num_actions: int
 
-    def reset(self) -> Dict[str, Any]:
-        ...
+    def reset(self) -> Dict[str, Any]: ...
 
-    def step(self, actions: Any) -> Tuple[Dict[str, Any], Any, Any, Dict[str, Any]]:
-        ...
+    def step(self, actions: Any) -> Tuple[Dict[str, Any], Any, Any, Dict[str, Any]]: ...
 
 
 def check_task_interface(obj: Any, name: str) -> None:

@@ -35,6 +35,7 @@ scaled to ``+-force_max`` (10 N). Resets: each state variable ~ U(-0.05, 0.05) (
 balanced to the time limit); set for envs whose episode ended this step, NaN for the others. (A
 first episode shortened by ``env.desyncEpisodes`` counts as a fraction of its own length.)
 """
+
 import math
 from typing import Any, Dict, Mapping, Tuple
 
@@ -53,11 +54,7 @@ class Cartpole(VecTask):
     reports_true_objective = True
 
     def __init__(
-        self,
-        cfg: Mapping[str, Any],
-        sim_device: str = "cpu",
-        rl_device: str = "cpu",
-        headless: bool = True,
+        self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
     ) -> None:
         super().__init__(cfg, sim_device, rl_device, headless)
         e = self.env_cfg
@@ -103,7 +100,9 @@ class Cartpole(VecTask):
         mp_l = self.m_pole * self.half_length
         sin_t, cos_t = torch.sin(theta), torch.cos(theta)
         temp = (force + mp_l * theta_dot**2 * sin_t) / m_total
-        theta_acc = (self.g * sin_t - cos_t * temp) / (self.half_length * (4.0 / 3.0 - self.m_pole * cos_t**2 / m_total))
+        theta_acc = (self.g * sin_t - cos_t * temp) / (
+            self.half_length * (4.0 / 3.0 - self.m_pole * cos_t**2 / m_total)
+        )
         return temp - mp_l * theta_acc * cos_t / m_total, theta_acc
 
     def _physics(self, actions: Tensor) -> None:

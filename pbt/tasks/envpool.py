@@ -24,6 +24,7 @@ starts at once, so without it all envs of a 1000-step MuJoCo task would end thei
 same step forever. The first episode of each env is cut (as a time-out) after a random number of
 steps in [1, max_episode_steps], which spreads episode boundaries evenly over time.
 """
+
 import logging
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -67,7 +68,7 @@ def check_env_id(envpool: Any, env_id: str) -> None:
     hint = did_you_mean(env_id, all_ids, n=5)
     raise TaskError(
         f"Unknown envpool env id '{env_id}'.{hint} MuJoCo envs: {', '.join(mujoco_env_ids(envpool))}. "
-        "All ids: python -c \"import envpool; print(envpool.list_all_envs())\"."
+        'All ids: python -c "import envpool; print(envpool.list_all_envs())".'
     )
 
 
@@ -87,7 +88,9 @@ class EnvpoolTask:
         env_cfg = dict(cfg.get("env", {}) or {})
         self.env_id = str(env_id or cfg.get("name") or "")
         if not self.env_id:
-            raise TaskError("envpool task without an env id: use task=envpool/<EnvId>, e.g. task=envpool/HalfCheetah-v4.")
+            raise TaskError(
+                "envpool task without an env id: use task=envpool/<EnvId>, e.g. task=envpool/HalfCheetah-v4."
+            )
         self.num_envs = int(env_cfg.get("numEnvs", 64))
         if self.num_envs < 1:
             raise TaskError(f"num_envs must be >= 1, got {self.num_envs}. Set num_envs=<positive int>.")
@@ -96,7 +99,11 @@ class EnvpoolTask:
         self.rl_device = torch.device(rl_device)
         self.headless = headless
         seed = cfg.get("seed")
-        seed = int(seed) % (2**31) if seed is not None and int(seed) >= 0 else int.from_bytes(os.urandom(4), "little") % (2**31)
+        seed = (
+            int(seed) % (2**31)
+            if seed is not None and int(seed) >= 0
+            else int.from_bytes(os.urandom(4), "little") % (2**31)
+        )
         threads = int(env_cfg.get("numThreads", 0) or 0)
         if threads <= 0:
             threads = max(1, min(available_cores(), self.num_envs))
@@ -141,8 +148,15 @@ class EnvpoolTask:
         self._all_ids = np.arange(self.num_envs, dtype=np.int32)
         log.info(
             "envpool %s: %d envs, %d threads, obs %d, actions %d in [%s, %s], episodes of %d steps%s",
-            self.env_id, self.num_envs, threads, self.num_obs, self.num_actions, low.min(), high.max(),
-            self.max_episode_length, " (desynchronised)" if self.desync_episodes else "",
+            self.env_id,
+            self.num_envs,
+            threads,
+            self.num_obs,
+            self.num_actions,
+            low.min(),
+            high.max(),
+            self.max_episode_length,
+            " (desynchronised)" if self.desync_episodes else "",
         )
 
     # -- helpers ------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 Needs NVIDIA Isaac Gym and IsaacGymEnvs; neither is imported until such a task is prepared or built,
 and Isaac Gym must be imported before torch (:func:`pbt.tasks.registry.prepare_backend`). No torch here.
 """
+
 import importlib.util
 import logging
 from pathlib import Path
@@ -100,7 +101,9 @@ def load_task_yaml(path: Path, _seen: Optional[List[Path]] = None) -> Any:
 
     seen = list(_seen or [])
     if path in seen:
-        raise TaskError(f"Isaac Gym task config {path}: its defaults list includes itself ({' -> '.join(map(str, seen))}).")
+        raise TaskError(
+            f"Isaac Gym task config {path}: its defaults list includes itself ({' -> '.join(map(str, seen))})."
+        )
     cfg = OmegaConf.load(path)
     if not isinstance(cfg, DictConfig):
         raise TaskError(f"Isaac Gym task config {path} is a YAML list; a task config is a mapping of keys to values.")
@@ -117,8 +120,11 @@ def load_task_yaml(path: Path, _seen: Optional[List[Path]] = None) -> Any:
                 raise TaskError(f"Isaac Gym task config {path}: defaults entry '{entry}' has no file {sibling}.")
             parts.append(load_task_yaml(sibling, seen + [path]))
         else:
-            log.warning("Isaac Gym task config %s: ignoring defaults entry %r (only sibling task files are composed)",
-                        path, entry)
+            log.warning(
+                "Isaac Gym task config %s: ignoring defaults entry %r (only sibling task files are composed)",
+                path,
+                entry,
+            )
     if not self_added:
         parts.append(cfg)  # Hydra 1.1+: _self_ last unless placed
     return OmegaConf.merge(*parts) if parts else cfg
@@ -155,7 +161,9 @@ def isaacgym_task_config(
         if candidate is not None and candidate.is_file():
             path = candidate
         else:
-            log.warning("no IsaacGymEnvs task config %s; building isaacgym/%s from our task config alone", candidate, name)
+            log.warning(
+                "no IsaacGymEnvs task config %s; building isaacgym/%s from our task config alone", candidate, name
+            )
     _register_isaacgymenvs_resolvers(replace=False)
     root = OmegaConf.create(dict(_ISAACGYMENVS_ROOT))
     root.task_name = name
@@ -171,8 +179,12 @@ def isaacgym_task_config(
     except TaskError:
         raise
     except Exception as exc:  # omegaconf raises several unrelated types for bad YAML / interpolations
-        raise TaskError(f"Could not load the Isaac Gym task config for {name} from {path or 'our task config'}: {exc}") from exc
-    log.info("isaacgym/%s: task config %s with %d envs", name, path or "(ours)", resolved["task"]["env"].get("numEnvs", 0))
+        raise TaskError(
+            f"Could not load the Isaac Gym task config for {name} from {path or 'our task config'}: {exc}"
+        ) from exc
+    log.info(
+        "isaacgym/%s: task config %s with %d envs", name, path or "(ours)", resolved["task"]["env"].get("numEnvs", 0)
+    )
     return resolved["task"]
 
 

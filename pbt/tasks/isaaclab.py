@@ -17,6 +17,7 @@ Two steps, because PBT mutates the agent's hyperparameters as Hydra overrides:
 
 Nothing here imports torch or Isaac Lab at import time.
 """
+
 import functools
 import importlib
 import logging
@@ -40,11 +41,26 @@ ENV_ENTRY_POINT = "env_cfg_entry_point"
 
 #: Agent-config keys under ``params.config`` that this project sets itself (run names, devices,
 #: the env registration, checkpoints, the stopping rule) and so are not taken from Isaac Lab's.
-OWN_CONFIG_KEYS = frozenset([
-    "minibatch_size", "name", "env_name", "device", "device_name", "multi_gpu", "num_actors", "max_epochs", "max_frames",
-    "save_best_after", "save_frequency", "score_to_win", "games_to_track", "full_experiment_name", "train_dir",
-    "print_stats",
-])
+OWN_CONFIG_KEYS = frozenset(
+    [
+        "minibatch_size",
+        "name",
+        "env_name",
+        "device",
+        "device_name",
+        "multi_gpu",
+        "num_actors",
+        "max_epochs",
+        "max_frames",
+        "save_best_after",
+        "save_frequency",
+        "score_to_win",
+        "games_to_track",
+        "full_experiment_name",
+        "train_dir",
+        "print_stats",
+    ]
+)
 #: Top-level agent-config keys not passed on (seed and checkpoint come from our config; env and pbt are mapped).
 SKIPPED_PARAMS = frozenset(["seed", "load_checkpoint", "load_path", "env", "pbt"])
 
@@ -365,8 +381,9 @@ class IsaacLabTask:
             self._stack.close()
 
 
-def build_isaaclab_task(task_id: str, task_cfg: Mapping[str, Any], sim_device: str, rl_device: str,
-                        headless: bool) -> IsaacLabTask:
+def build_isaaclab_task(
+    task_id: str, task_cfg: Mapping[str, Any], sim_device: str, rl_device: str, headless: bool
+) -> IsaacLabTask:
     """Build ``task_id`` as Isaac Lab's rl_games script does, with its simulation launched for this process."""
     import atexit
     import contextlib
@@ -396,6 +413,13 @@ def build_isaaclab_task(task_id: str, task_cfg: Mapping[str, Any], sim_device: s
         stack.close()
         raise
     task = IsaacLabTask(task_id, env, wrapper, stack, live_env_keys)
-    log.info("isaaclab/%s: %d envs on %s, obs %d, actions %d, states %d", task_id, task.num_envs, sim_device,
-             task.num_obs, task.num_actions, task.num_states)
+    log.info(
+        "isaaclab/%s: %d envs on %s, obs %d, actions %d, states %d",
+        task_id,
+        task.num_envs,
+        sim_device,
+        task.num_obs,
+        task.num_actions,
+        task.num_states,
+    )
     return task

@@ -6,6 +6,7 @@ those cannot be reached, building the scene waits about a minute before a bare F
 replaces it. ``python -m pbt.tasks.isaaclab_assets cartpole DIR`` writes a cartpole with Isaac
 Lab's joint names, from the ``newton`` wheel, into DIR and prints its path. No torch here.
 """
+
 import importlib.util
 import logging
 import re
@@ -46,8 +47,11 @@ def _walk(obj: Any, prefix: str = "", depth: int = 0) -> Iterator[Tuple[str, Any
 
 def asset_paths(cfg: Any) -> List[Tuple[str, str, str]]:
     """(dotted field, file, config class name) of every ``usd_path`` in the env config."""
-    return [(path, str(value), type(owner).__name__) for path, owner, value in _walk(cfg)
-            if path.rsplit(".", 1)[-1] == "usd_path" and isinstance(value, str) and value]
+    return [
+        (path, str(value), type(owner).__name__)
+        for path, owner, value in _walk(cfg)
+        if path.rsplit(".", 1)[-1] == "usd_path" and isinstance(value, str) and value
+    ]
 
 
 def use_ground_cuboid(cfg: Any) -> int:
@@ -95,8 +99,11 @@ def check_assets(cfg: Any, timeout: float = 5.0) -> None:
         else:
             ok = Path(file).expanduser().is_file()
         if not ok:
-            fix = ("task.groundCuboid=true (a collision cuboid instead of the ground plane)" if owner == "GroundPlaneCfg"
-                   else f"task.env.{path}=/path/to/a/local/copy.usd")
+            fix = (
+                "task.groundCuboid=true (a collision cuboid instead of the ground plane)"
+                if owner == "GroundPlaneCfg"
+                else f"task.env.{path}=/path/to/a/local/copy.usd"
+            )
             missing.append(f"  {path} = {file}\n    replace it with: {fix}")
     if missing:
         raise TaskError(
@@ -114,8 +121,9 @@ def newton_cartpole_source() -> Path:
         raise TaskError("The newton package is not installed (it comes with isaaclab==3.0.0).")
     source = Path(next(iter(spec.submodule_search_locations))) / NEWTON_CARTPOLE
     if not source.is_file():
-        raise TaskError(f"{source}: not in this newton wheel; a cartpole USD with joints slider_to_cart and "
-                        "cart_to_pole is needed.")
+        raise TaskError(
+            f"{source}: not in this newton wheel; a cartpole USD with joints slider_to_cart and cart_to_pole is needed."
+        )
     return source
 
 

@@ -10,6 +10,7 @@ as this project's ``pbt.*`` overrides. Pure (no torch, no Isaac Lab); used by ``
 | ``change_range: [a, b]`` | ``pbt.change_min=a pbt.change_max=b`` |
 | ``mutation: {agent.params.config.X: f}`` | the mutation scheme ``{train.params.config.X: f}`` |
 """
+
 import os
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
@@ -17,8 +18,15 @@ from pbt.errors import ConfigError, did_you_mean
 from pbt.restart import format_value
 
 PREFIX = "agent.pbt."
-SAME_NAME = ("policy_idx", "num_policies", "objective", "interval_steps", "mutation_rate", "threshold_std",
-             "threshold_abs")
+SAME_NAME = (
+    "policy_idx",
+    "num_policies",
+    "objective",
+    "interval_steps",
+    "mutation_rate",
+    "threshold_std",
+    "threshold_abs",
+)
 KNOWN = frozenset(SAME_NAME + ("enabled", "directory", "workspace", "change_range", "mutation"))
 
 
@@ -29,7 +37,7 @@ def split_agent_pbt(argv: Sequence[str]) -> Tuple[Dict[str, str], List[str]]:
     for arg in argv:
         key, sep, value = arg.lstrip("+").partition("=")
         if sep and key.startswith(PREFIX):
-            found[key[len(PREFIX):]] = value
+            found[key[len(PREFIX) :]] = value
         else:
             rest.append(arg)
     return found, rest
@@ -61,24 +69,36 @@ def pbt_overrides(block: Mapping[str, Any], cli: Mapping[str, str]) -> List[str]
     unknown = sorted(set(cfg) - KNOWN)
     if unknown:
         hints = "".join(did_you_mean(u, KNOWN) for u in unknown)
-        raise ConfigError(f"agent.pbt.{unknown[0]}: not one of Isaac Lab's PBT settings ({', '.join(sorted(KNOWN))}).{hints}")
+        raise ConfigError(
+            f"agent.pbt.{unknown[0]}: not one of Isaac Lab's PBT settings ({', '.join(sorted(KNOWN))}).{hints}"
+        )
     if not bool(cfg.get("enabled", False)):
         return []
-    out = ["pbt=pbt_default", "pbt.selection=threshold", "pbt.threshold_abs_relative=false", "pbt.start_after=0",
-           "pbt.initial_delay=0", "pbt.initial_mutation=false"]  # Isaac Lab starts from the values given
+    out = [
+        "pbt=pbt_default",
+        "pbt.selection=threshold",
+        "pbt.threshold_abs_relative=false",
+        "pbt.start_after=0",
+        "pbt.initial_delay=0",
+        "pbt.initial_mutation=false",
+    ]  # Isaac Lab starts from the values given
     for key in SAME_NAME:
         if key in cfg:
             out.append(f"pbt.{key}={format_value(cfg[key])}")
     if "workspace" in cfg or "directory" in cfg:
         directory = str(cfg.get("directory") or ".")
         workspace = str(cfg.get("workspace") or "pbt_workspace")
-        out.append(f"pbt.workspace={format_value(workspace if directory == '.' else os.path.join(directory, workspace))}")
+        out.append(
+            f"pbt.workspace={format_value(workspace if directory == '.' else os.path.join(directory, workspace))}"
+        )
     if "change_range" in cfg:
         low, high = (float(v) for v in cfg["change_range"])
         out += [f"pbt.change_min={format_value(low)}", f"pbt.change_max={format_value(high)}"]
     mutation = cfg.get("mutation")
     if mutation:
-        scheme = {("train." + k[len("agent."):] if str(k).startswith("agent.") else str(k)): str(v)
-                  for k, v in dict(mutation).items()}
+        scheme = {
+            ("train." + k[len("agent.") :] if str(k).startswith("agent.") else str(k)): str(v)
+            for k, v in dict(mutation).items()
+        }
         out += ["~pbt.mutation", f"+pbt.mutation={format_value(scheme)}"]
     return out

@@ -21,6 +21,7 @@ steps and never terminate early; a good policy scores about -150 per episode, a 
 a partially observed task where the velocity must be inferred from the history, so a recurrent
 policy beats a feed-forward one.
 """
+
 import math
 from typing import Any, Mapping, Tuple
 
@@ -39,7 +40,9 @@ class Pendulum(VecTask):
     num_actions = 1
     default_episode_length = 200
 
-    def __init__(self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True) -> None:
+    def __init__(
+        self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
+    ) -> None:
         self.observe_velocity = bool((cfg.get("env", {}) or {}).get("observeVelocity", True))
         self.num_obs = 3 if self.observe_velocity else 2  # before VecTask allocates obs_buf
         super().__init__(cfg, sim_device, rl_device, headless)

@@ -48,6 +48,7 @@ Resets: ``q1, q2 ~ U(-pi, pi)``, ``q_dot ~ U(-0.1, 0.1)``, a new goal.
 goal disc, in [0, 1]; set for envs whose episode ended this step, NaN for the others. (A first
 episode shortened by ``env.desyncEpisodes`` counts as a fraction of its own length.)
 """
+
 import math
 from typing import Any, Dict, Mapping, Tuple
 
@@ -67,11 +68,7 @@ class Reacher(VecTask):
     reports_true_objective = True
 
     def __init__(
-        self,
-        cfg: Mapping[str, Any],
-        sim_device: str = "cpu",
-        rl_device: str = "cpu",
-        headless: bool = True,
+        self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
     ) -> None:
         self.observe_tip = bool(dict(cfg.get("env", {}) or {}).get("observeTip", False))
         self.num_obs = 10 if self.observe_tip else 8
@@ -129,8 +126,7 @@ class Reacher(VecTask):
         """Fingertip position (N, 2) in metres, shoulder at the origin."""
         q1, q12 = self.q[:, 0], self.q[:, 0] + self.q[:, 1]
         return torch.stack(
-            [self.l1 * torch.cos(q1) + self.l2 * torch.cos(q12), self.l1 * torch.sin(q1) + self.l2 * torch.sin(q12)],
-            -1,
+            [self.l1 * torch.cos(q1) + self.l2 * torch.cos(q12), self.l1 * torch.sin(q1) + self.l2 * torch.sin(q12)], -1
         )
 
     def acceleration(self, q: Tensor, q_dot: Tensor, tau: Tensor) -> Tensor:

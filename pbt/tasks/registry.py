@@ -12,6 +12,7 @@ The non-built-in forms are rewritten before Hydra composes the config into a con
 choice plus ``task.name`` (``task=imported task.name=my_package.my_module:MyTask``), so Hydra only
 ever sees options that exist under ``configs/task/``. Nothing here imports torch.
 """
+
 import fnmatch
 import importlib
 import logging
@@ -101,7 +102,9 @@ def rewrite_task_overrides(argv: Sequence[str]) -> List[str]:
             isaaclab_task = ref.name if ref.option == "isaaclab" else ""
             out.append(f"task={ref.option}")
             if ref.name and ref.option != ref.name:
-                out.append(f"task.name={ref.name!r}" if any(c in ref.name for c in ",[]{}()=") else f"task.name={ref.name}")
+                out.append(
+                    f"task.name={ref.name!r}" if any(c in ref.name for c in ",[]{}()=") else f"task.name={ref.name}"
+                )
             continue
         out.append(arg)
     # --- isaaclab: the task's own agent config as overrides before the user's (pbt/tasks/isaaclab.py) ---
@@ -139,10 +142,17 @@ def task_ref_of(task_cfg: Mapping[str, Any]) -> TaskRef:
     if kind == "builtin":
         return parse_task(name)
     if not name:
-        example = {"imported": "my_package.my_module:MyTask", "isaacgym": "Ant", "envpool": "HalfCheetah-v4",
-                   "isaaclab": "Isaac-Cartpole-Direct"}
-        raise ConfigError(f"task={kind} needs the task's name: task={kind}/{example.get(kind, '<name>')}"
-                          if kind != "imported" else f"task=imported needs task.name={example[kind]}")
+        example = {
+            "imported": "my_package.my_module:MyTask",
+            "isaacgym": "Ant",
+            "envpool": "HalfCheetah-v4",
+            "isaaclab": "Isaac-Cartpole-Direct",
+        }
+        raise ConfigError(
+            f"task={kind} needs the task's name: task={kind}/{example.get(kind, '<name>')}"
+            if kind != "imported"
+            else f"task=imported needs task.name={example[kind]}"
+        )
     return TaskRef(kind, name)
 
 
@@ -151,8 +161,7 @@ def task_ref_of(task_cfg: Mapping[str, Any]) -> TaskRef:
 #: AllegroKuka's *RewScale, ShadowHand's *RewardScale/fallPenalty ...), Isaac Lab's reward term weights
 #: and direct envs' rew_scale_*, and the MuJoCo reward weights envpool takes as kwargs.
 FAMILY_REWARD_SHAPING: Dict[str, Tuple[str, ...]] = {
-    "isaacgym": ("task.env.*rew*", "task.env.*bonus*", "task.env.*penalty*", "task.env.*cost*",
-                 "task.env.*weight*"),
+    "isaacgym": ("task.env.*rew*", "task.env.*bonus*", "task.env.*penalty*", "task.env.*cost*", "task.env.*weight*"),
     "isaaclab": ("task.env.rewards.*.weight", "task.env.rew_scale_*"),
     "envpool": ("task.env.kwargs.*reward*", "task.env.kwargs.*cost*"),
 }
@@ -168,8 +177,10 @@ def reward_shaping(ref: TaskRef) -> RewardShaping:
         cls = import_task_class(BUILTIN_TASKS[ref.name] if ref.kind == "builtin" else ref.name)
         keys = getattr(cls, "reward_shaping_keys", ()) or ()
         if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
-            raise TaskError(f"task={ref.name}: reward_shaping_keys must be a sequence of config keys "
-                            f"(e.g. ('task.env.actionCost',)), got {keys!r}.")
+            raise TaskError(
+                f"task={ref.name}: reward_shaping_keys must be a sequence of config keys "
+                f"(e.g. ('task.env.actionCost',)), got {keys!r}."
+            )
         return RewardShaping(ref.name, tuple(keys), bool(getattr(cls, "reports_true_objective", False)))
     reports = ref.kind == "isaacgym" and any(fnmatch.fnmatchcase(ref.name, p) for p in ISAACGYM_TRUE_OBJECTIVE)
     return RewardShaping(f"{ref.kind}/{ref.name}", FAMILY_REWARD_SHAPING.get(ref.kind, ()), reports)

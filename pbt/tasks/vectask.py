@@ -14,6 +14,7 @@ A subclass implements ``_reset_idx(env_ids)`` (sample fresh states), ``_physics(
 the state one control step) and ``_compute(actions) -> (reward, terminated)``, and fills
 ``obs_buf`` in ``_observe()``. Everything runs on ``device``; no Python loop over envs.
 """
+
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
@@ -39,11 +40,7 @@ class VecTask:
     reports_true_objective: bool = False
 
     def __init__(
-        self,
-        cfg: Mapping[str, Any],
-        sim_device: str = "cpu",
-        rl_device: str = "cpu",
-        headless: bool = True,
+        self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
     ) -> None:
         env_cfg = dict(cfg.get("env", {}) or {})
         self.cfg = cfg
@@ -73,8 +70,9 @@ class VecTask:
         """``env.<key>`` as one of ``choices``; ConfigError naming the valid ones otherwise."""
         value = str(self.env_cfg.get(key, default))
         if value not in choices:
-            raise ConfigError(f"{type(self).__name__}: unknown {key} {value!r}. Set env.{key}="
-                              + " or ".join(choices) + ".")
+            raise ConfigError(
+                f"{type(self).__name__}: unknown {key} {value!r}. Set env.{key}=" + " or ".join(choices) + "."
+            )
         return value
 
     def uniform(self, shape: Tuple[int, ...], low: float, high: float) -> Tensor:

@@ -20,6 +20,7 @@ the read-only :mod:`pbt.tools.snapshot`. Safe on a workspace that is being writt
 are skipped). The parts: :mod:`pbt.tools.export` (best/), :mod:`pbt.tools.plots`,
 :mod:`pbt.tools.report`.
 """
+
 import argparse
 import logging
 import sys
@@ -61,8 +62,11 @@ def analyze(workspace: Union[Path, str], out: Path) -> Analysis:
     except OSError as exc:
         raise WorkspaceError(f"cannot create the output directory {out}: {exc}. Pass a writable --out.") from exc
     best = export_best(snapshot, out)
-    images = [plot_objectives(snapshot, out / IMAGES[0]), plot_hyperparameters(snapshot, out / IMAGES[1]),
-              plot_lineage(snapshot, out / IMAGES[2], best)]
+    images = [
+        plot_objectives(snapshot, out / IMAGES[0]),
+        plot_hyperparameters(snapshot, out / IMAGES[1]),
+        plot_lineage(snapshot, out / IMAGES[2], best),
+    ]
     if has_networks(snapshot):
         images.append(plot_networks(snapshot, out / NETWORK_IMAGE))
     md, page = write_report(snapshot, out, best, [p.name for p in images])
@@ -72,7 +76,8 @@ def analyze(workspace: Union[Path, str], out: Path) -> Analysis:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pbt-analyze",
-        description="Plots, a report and the best member's checkpoint + hyperparameter schedule of a PBT run.")
+        description="Plots, a report and the best member's checkpoint + hyperparameter schedule of a PBT run.",
+    )
     parser.add_argument("workspace", help="the population's pbt.workspace directory")
     parser.add_argument("--out", required=True, help="directory to write the plots, report and best/ into")
     args = parser.parse_args(argv)
@@ -88,8 +93,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"plot:   {image}")
     if result.best is not None:
         record = result.best.record
-        print(f"best:   policy {record.policy_idx} (objective {display_value(record.objective)}) -> "
-              f"{result.best.directory}")
+        print(
+            f"best:   policy {record.policy_idx} (objective {display_value(record.objective)}) -> "
+            f"{result.best.directory}"
+        )
     return 0
 
 

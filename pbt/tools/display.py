@@ -2,6 +2,7 @@
 
 The Hydra override formatter, whose output is read back by Hydra, is :func:`pbt.restart.format_value`.
 """
+
 import math
 import re
 from typing import Any, Optional

@@ -4,6 +4,7 @@ The copy is read through the read-only :class:`pbt.storage.WorkspaceReader` (ver
 record's checksum) and written atomically; the schedule is reconstructed from the lineages
 (:mod:`pbt.tools.schedule`).
 """
+
 import datetime
 import logging
 from dataclasses import dataclass
@@ -63,8 +64,12 @@ def export_best(snapshot: Snapshot, out: Path) -> Optional[BestExport]:
         try:
             data = reader.read_checkpoint_bytes(record)
         except CorruptRecordError as exc:
-            log.warning("best candidate policy %d iteration %d unusable (%s); trying the next", record.policy_idx,
-                        record.iteration, exc)
+            log.warning(
+                "best candidate policy %d iteration %d unusable (%s); trying the next",
+                record.policy_idx,
+                record.iteration,
+                exc,
+            )
             continue
         best_dir.mkdir(parents=True, exist_ok=True)
         target = best_dir / "checkpoint.pth"
@@ -88,7 +93,7 @@ def export_best(snapshot: Snapshot, out: Path) -> Optional[BestExport]:
             "checkpoint": "checkpoint.pth",
             "checkpoint_sha256": record.checksum,
             "frame_count": "step frames count the training the weights received along their ancestry; "
-                           "member_frame is the frame count of the member training them then",
+            "member_frame is the frame count of the member training them then",
         }
         document = schedule_document(schedule, provenance)
         network = network_of(record.network)
@@ -96,11 +101,19 @@ def export_best(snapshot: Snapshot, out: Path) -> Optional[BestExport]:
             # an evolved network: the replay trains the best member's final architecture from the start
             document["steps"][0]["params"].update(network.overrides())
             document["provenance"]["network"] = dict(record.network or {})
-        text = ("# Hyperparameter schedule of the best member, reconstructed from the PBT lineage.\n"
-                "# Replay it: pbt-replay schedule.yaml task=<task> [overrides...]\n"
-                + yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
+        text = (
+            "# Hyperparameter schedule of the best member, reconstructed from the PBT lineage.\n"
+            "# Replay it: pbt-replay schedule.yaml task=<task> [overrides...]\n"
+            + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+        )
         atomic_write_bytes(best_dir / "schedule.yaml", text.encode("utf-8"))
-        log.info("best member %d (iteration %d, objective %s) exported to %s with a %d-step schedule",
-                 record.policy_idx, record.iteration, record.objective, best_dir, len(schedule.steps))
+        log.info(
+            "best member %d (iteration %d, objective %s) exported to %s with a %d-step schedule",
+            record.policy_idx,
+            record.iteration,
+            record.objective,
+            best_dir,
+            len(schedule.steps),
+        )
         return BestExport(record, schedule, best_dir, copied)
     return None

@@ -13,6 +13,7 @@ vectorized task until K complete episodes have finished. Each env's first episod
 episodes when the task reports it, else the mean return (as the PBT objective falls back to).
 Nothing is written next to the checkpoint: rl_games' run directory goes to a temporary directory.
 """
+
 import logging
 import math
 import statistics
@@ -51,8 +52,10 @@ class PlayResult:
 
     def line(self) -> str:
         std = statistics.pstdev(self.returns) if len(self.returns) > 1 else 0.0
-        return (f"PLAY episodes={len(self.returns)} mean_return={self.mean_return:.4g} "
-                f"objective={self.objective:.4g} std_return={std:.4g}")
+        return (
+            f"PLAY episodes={len(self.returns)} mean_return={self.mean_return:.4g} "
+            f"objective={self.objective:.4g} std_return={std:.4g}"
+        )
 
 
 def _per_env(value: Any) -> Optional[List[float]]:
@@ -87,7 +90,8 @@ def run_episodes(agent: Any, episodes: int, objective_key: str, max_steps: int =
             if steps >= max_steps:
                 raise ConfigError(
                     f"only {len(returns)} of {episodes} episodes ended within {max_steps} steps of {num_envs} envs. "
-                    "Ask for fewer episodes (episodes=K) or check the task's episode length.")
+                    "Ask for fewer episodes (episodes=K) or check the task's episode length."
+                )
             actions = agent.get_action_values(obs)["mus"]
             obs, _, dones, infos = agent.env_step(actions)
             steps += 1
@@ -96,8 +100,10 @@ def run_episodes(agent: Any, episodes: int, objective_key: str, max_steps: int =
                 continue
             episode_returns = _per_env(infos.get(EPISODE_RETURN_KEY)) if isinstance(infos, dict) else None
             if episode_returns is None:
-                raise ConfigError(f"the env reports no '{EPISODE_RETURN_KEY}' in its infos: pbt.play runs tasks "
-                                  "built through pbt.rl_games.vecenv (task=...), as pbt.train does.")
+                raise ConfigError(
+                    f"the env reports no '{EPISODE_RETURN_KEY}' in its infos: pbt.play runs tasks "
+                    "built through pbt.rl_games.vecenv (task=...), as pbt.train does."
+                )
             reported = _per_env(lookup(infos, objective_key))
             for i in done:
                 finished[i] += 1
@@ -140,8 +146,10 @@ def play(cfg: Any, episodes: int) -> PlayResult:
 
     checkpoint = str(cfg.get("checkpoint") or "")
     if not checkpoint:
-        raise ConfigError("pbt.play needs checkpoint=<path to a .pth> (e.g. best/checkpoint.pth from "
-                          "pbt-analyze, or an rl_games checkpoint in <run dir>/nn/).")
+        raise ConfigError(
+            "pbt.play needs checkpoint=<path to a .pth> (e.g. best/checkpoint.pth from "
+            "pbt-analyze, or an rl_games checkpoint in <run dir>/nn/)."
+        )
     prepare_task_backend(cfg)  # Isaac Gym before torch: loading the checkpoint imports torch
     from pbt.rl_games.agent import plain_checkpoint
     from pbt.storage.checkpoints import load_state_file
@@ -157,8 +165,12 @@ def play(cfg: Any, episodes: int) -> PlayResult:
 
         problem = spec_problem(state["model"], network) or network_limits_problem(cfg, network)
         if problem is not None:
-            log.warning("not playing with the network %s the record next to %s names: %s", network.describe(),
-                        checkpoint, problem)
+            log.warning(
+                "not playing with the network %s the record next to %s names: %s",
+                network.describe(),
+                checkpoint,
+                problem,
+            )
             network = None
     if network is not None:  # an evolved network: build the architecture the checkpoint holds
         from omegaconf import OmegaConf
@@ -178,7 +190,8 @@ def play(cfg: Any, episodes: int) -> PlayResult:
             except (RuntimeError, KeyError) as exc:
                 raise ConfigError(
                     f"checkpoint={checkpoint} does not fit the policy this config builds ({exc}). Pass the task "
-                    "and the network/train overrides the checkpoint was trained with.") from exc
+                    "and the network/train overrides the checkpoint was trained with."
+                ) from exc
             if state.get("env_state") is not None and hasattr(agent.vec_env, "set_env_state"):
                 agent.vec_env.set_env_state(state["env_state"])
             objective_key = str((cfg.get("pbt") or {}).get("objective", "true_objective"))
@@ -186,8 +199,13 @@ def play(cfg: Any, episodes: int) -> PlayResult:
         finally:
             if getattr(agent, "writer", None) is not None:
                 agent.writer.close()
-    log.info("played %s for %d episodes (%d steps of %d envs, deterministic actions)", checkpoint,
-             result.episodes, result.steps, int(agent.num_actors))
+    log.info(
+        "played %s for %d episodes (%d steps of %d envs, deterministic actions)",
+        checkpoint,
+        result.episodes,
+        result.steps,
+        int(agent.num_actors),
+    )
     return result
 
 

@@ -3,6 +3,7 @@
 matplotlib is imported when a plot is drawn (Agg backend: no display needed), so importing this
 module costs nothing.
 """
+
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
@@ -23,8 +24,10 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise PbtError('pbt.analyze needs matplotlib, which is not installed: pip install matplotlib '
-                       '(a dependency of this project: pip install -e ".")') from None
+        raise PbtError(
+            "pbt.analyze needs matplotlib, which is not installed: pip install matplotlib "
+            '(a dependency of this project: pip install -e ".")'
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -58,8 +61,12 @@ def _finite(value: Optional[float]) -> bool:
 def _objective_points(view: MemberView) -> List[Tuple[int, float]]:
     points = [(e.frame, float(e.objective)) for e in view.lineage if e.objective is not None and _finite(e.objective)]
     record = view.record
-    if record is not None and record.objective is not None and record.has_objective and (
-            not points or record.frame > points[-1][0]):
+    if (
+        record is not None
+        and record.objective is not None
+        and record.has_objective
+        and (not points or record.frame > points[-1][0])
+    ):
         points.append((record.frame, float(record.objective)))
     return points
 
@@ -83,8 +90,15 @@ def plot_objectives(snapshot: Snapshot, path: Path) -> Path:
         color = _color(view.policy_idx, count)
         points = _objective_points(view)
         if points:
-            ax.plot([p[0] for p in points], [p[1] for p in points], "-o", color=color, markersize=3, lw=1.6,
-                    label=f"policy {view.policy_idx}")
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                "-o",
+                color=color,
+                markersize=3,
+                lw=1.6,
+                label=f"policy {view.policy_idx}",
+            )
         by_frame = dict(points)
         for entry in view.lineage:
             if not entry.is_exploit:
@@ -94,8 +108,14 @@ def plot_objectives(snapshot: Snapshot, path: Path) -> Path:
                 continue
             if entry.action == "replace":
                 ax.plot(entry.frame, y, marker="v", markersize=11, color=color, markeredgecolor="black", zorder=5)
-                ax.annotate(f"<-{entry.donor}", (entry.frame, y), textcoords="offset points", xytext=(7, 4),
-                            fontsize=8, color="black")
+                ax.annotate(
+                    f"<-{entry.donor}",
+                    (entry.frame, y),
+                    textcoords="offset points",
+                    xytext=(7, 4),
+                    fontsize=8,
+                    color="black",
+                )
             else:
                 ax.plot(entry.frame, y, marker="x", markersize=8, color="black", mew=1.5, zorder=5)
     ax.plot([], [], "v", color="grey", markeredgecolor="black", markersize=9, label="replace (took donor's weights)")
@@ -129,9 +149,14 @@ def plot_networks(snapshot: Snapshot, path: Path) -> Path:
         if not points:
             continue
         final = points[-1][1]
-        ax.step([p[0] for p in points], [p[1]["parameters"] for p in points], where="post", lw=1.6,
-                color=_color(view.policy_idx, count),
-                label=f"policy {view.policy_idx}: {final.get('units')} {final.get('activation')}")
+        ax.step(
+            [p[0] for p in points],
+            [p[1]["parameters"] for p in points],
+            where="post",
+            lw=1.6,
+            color=_color(view.policy_idx, count),
+            label=f"policy {view.policy_idx}: {final.get('units')} {final.get('activation')}",
+        )
     _member_axes(ax, "network parameters", "Network size per member (final architecture in the legend)", count)
     return _finish(fig, plt, path)
 
@@ -186,8 +211,15 @@ def plot_hyperparameters(snapshot: Snapshot, path: Path) -> Path:
                 continue
             drawn += [p[1] for p in points]
             width = 1.2 + 3.0 * (count - 1 - order) / max(1, count - 1)
-            ax.plot([p[0] for p in points], [p[1] for p in points], drawstyle="steps-post",
-                    color=_color(view.policy_idx, count), lw=width, alpha=0.9, label=f"policy {view.policy_idx}")
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                drawstyle="steps-post",
+                color=_color(view.policy_idx, count),
+                lw=width,
+                alpha=0.9,
+                label=f"policy {view.policy_idx}",
+            )
         if drawn and min(drawn) > 0 and max(drawn) / min(drawn) >= 3:
             ax.set_yscale("log")
         ax.set_title(names[key], fontsize=10)
@@ -200,28 +232,40 @@ def plot_hyperparameters(snapshot: Snapshot, path: Path) -> Path:
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper right", fontsize=8, ncol=min(count, 8))
     else:
-        axes[0][0].text(0.5, 0.5, "no hyperparameter differs between members or over time",
-                        ha="center", va="center", transform=axes[0][0].transAxes)
+        axes[0][0].text(
+            0.5,
+            0.5,
+            "no hyperparameter differs between members or over time",
+            ha="center",
+            va="center",
+            transform=axes[0][0].transAxes,
+        )
     fig.suptitle("Hyperparameters over frames", x=0.01, ha="left")
     footer = "frames (each member's own count)"
     if constant:
-        same = ", ".join(f"{names[k]}={display_value(next((p[1] for pts in series[k].values() for p in pts), None))}"
-                         for k in constant)
+        same = ", ".join(
+            f"{names[k]}={display_value(next((p[1] for pts in series[k].values() for p in pts), None))}"
+            for k in constant
+        )
         footer += f"\nthe same for all members throughout: {same}"
     fig.supxlabel(footer, fontsize=9)
     return _finish(fig, plt, path, rect=(0, 0, 1, 0.97))
 
 
-def _replace_arrow(ax: Any, lineages: Dict[int, List[LineageEntry]], view: MemberView, entry: LineageEntry,
-                   count: int) -> None:
+def _replace_arrow(
+    ax: Any, lineages: Dict[int, List[LineageEntry]], view: MemberView, entry: LineageEntry, count: int
+) -> None:
     """An arrow from the donor's lane (at the frame of the checkpoint it gave) to the receiver's."""
     donor = -1 if entry.donor is None else entry.donor
     donor_iteration = -1 if entry.donor_iteration is None else entry.donor_iteration
     donor_frame = frame_at_iteration(lineages.get(donor, []), donor_iteration)
-    ax.annotate("", xy=(entry.frame, view.policy_idx),
-                xytext=(entry.frame if donor_frame is None else donor_frame, donor),
-                arrowprops=dict(arrowstyle="-|>", color=_color(donor, count), lw=1.8, shrinkA=3, shrinkB=3),
-                zorder=4)
+    ax.annotate(
+        "",
+        xy=(entry.frame, view.policy_idx),
+        xytext=(entry.frame if donor_frame is None else donor_frame, donor),
+        arrowprops=dict(arrowstyle="-|>", color=_color(donor, count), lw=1.8, shrinkA=3, shrinkB=3),
+        zorder=4,
+    )
 
 
 def plot_lineage(snapshot: Snapshot, path: Path, best: "Optional[BestExport]" = None) -> Path:
@@ -230,19 +274,29 @@ def plot_lineage(snapshot: Snapshot, path: Path, best: "Optional[BestExport]" = 
     fig, ax = plt.subplots(figsize=(10, 1.0 + 0.55 * max(count, 3)), dpi=100)
     if best is not None:
         for segment in best.schedule.segments:
-            ax.plot([segment.member_from_frame, segment.member_to_frame], [segment.member, segment.member],
-                    color="gold", lw=9, alpha=0.6, solid_capstyle="butt", zorder=1)
+            ax.plot(
+                [segment.member_from_frame, segment.member_to_frame],
+                [segment.member, segment.member],
+                color="gold",
+                lw=9,
+                alpha=0.6,
+                solid_capstyle="butt",
+                zorder=1,
+            )
         ax.plot([], [], color="gold", lw=8, alpha=0.6, label=f"ancestry of the best (policy {best.record.policy_idx})")
     for view in snapshot.members:
         color = _color(view.policy_idx, count)
         ax.plot([0, _last_frame(view)], [view.policy_idx, view.policy_idx], color=color, lw=2.2, zorder=2)
         mutations = [e.frame for e in view.lineage if e.is_exploit and e.action == "mutate"]
         if mutations:
-            ax.plot(mutations, [view.policy_idx] * len(mutations), "|", color="black", markersize=12, mew=1.5,
-                    zorder=3)
+            ax.plot(mutations, [view.policy_idx] * len(mutations), "|", color="black", markersize=12, mew=1.5, zorder=3)
         if view.record is not None and view.rank is not None:
-            ax.annotate(f" {display_value(view.objective)} (#{view.rank})", (_last_frame(view), view.policy_idx),
-                        fontsize=8, va="center")
+            ax.annotate(
+                f" {display_value(view.objective)} (#{view.rank})",
+                (_last_frame(view), view.policy_idx),
+                fontsize=8,
+                va="center",
+            )
     lineages = snapshot.lineages
     for view in snapshot.members:
         for entry in view.lineage:

@@ -7,6 +7,7 @@ which hold every ``pbt.*`` key's default and description: nothing here is writte
 Field descriptions are the docstrings written under each dataclass field (read with ``ast``, as
 Python keeps no such docstrings at run time). No torch, no Hydra.
 """
+
 import argparse
 import ast
 import inspect
@@ -49,9 +50,13 @@ def field_docs(cls: Type[Any]) -> Dict[str, str]:
     body = node.body
     docs: Dict[str, str] = {}
     for node, following in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
-                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) \
-                and isinstance(following.value.value, str):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
             docs[node.target.id] = " ".join(following.value.value.split())
     return docs
 
@@ -75,8 +80,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def table(prefix: str, cls: Type[Any], skip: Iterable[str] = (),
-          defaults: Optional[Dict[str, str]] = None) -> List[str]:
+def table(
+    prefix: str, cls: Type[Any], skip: Iterable[str] = (), defaults: Optional[Dict[str, str]] = None
+) -> List[str]:
     """A Markdown table of ``cls``'s fields: key, default, meaning; a field without a docstring fails."""
     docs = field_docs(cls)
     values = key_defaults(cls)
@@ -96,29 +102,45 @@ def sections() -> List[Tuple[str, str, List[str]]]:
     root_skip = [*_SECTION_FIELDS, "selection"]
     parts = [
         ("This run and its population (`pbt.*`)", "", table("pbt.", PbtConfig, skip=root_skip)),
-        ("When a member may act (`pbt.*`, every strategy)",
-         "The gates every selection strategy applies first." +
-         "".join(f" `pbt.{k}` only works with `pbt/selection={v}`." for k, v in STRATEGY_ONLY_GATES.items()),
-         table("pbt.", SelectionGates)),
+        (
+            "When a member may act (`pbt.*`, every strategy)",
+            "The gates every selection strategy applies first."
+            + "".join(f" `pbt.{k}` only works with `pbt/selection={v}`." for k, v in STRATEGY_ONLY_GATES.items()),
+            table("pbt.", SelectionGates),
+        ),
     ]
     for name, strategy in sorted(STRATEGIES.items()):
         intro = " ".join((inspect.getdoc(strategy) or "").split("\n\n")[0].split())
-        parts.append((f"Selection `{name}` (`pbt/selection={name}`)",
-                      f"{intro} Its keys exist only when it is selected.",
-                      table("pbt.", strategy.config_class)))
+        parts.append(
+            (
+                f"Selection `{name}` (`pbt/selection={name}`)",
+                f"{intro} Its keys exist only when it is selected.",
+                table("pbt.", strategy.config_class),
+            )
+        )
     parts += [
-        ("Explore: mutation and search space (`pbt.*`)",
-         "`pbt.mutation` is the scheme chosen by `pbt/mutation=<name>` (a file in `configs/pbt/mutation/`, "
-         "full config key -> mutation function); `pbt.search_space` by `pbt/search_space=<name>`.",
-         table("pbt.", ExploreConfig, skip=[k for k in GROUP_KEYS if k != "search_space"],
-               defaults={"search_space": "`{}` (none)"})),
-        ("Network mutation (`pbt/mutation=agilerl`)",
-         "AgileRL's mutations of the network itself; these keys exist only with `pbt/mutation=agilerl`.",
-         table("pbt.network_mutation.", NetworkMutationConfig)),
+        (
+            "Explore: mutation and search space (`pbt.*`)",
+            "`pbt.mutation` is the scheme chosen by `pbt/mutation=<name>` (a file in `configs/pbt/mutation/`, "
+            "full config key -> mutation function); `pbt.search_space` by `pbt/search_space=<name>`.",
+            table(
+                "pbt.",
+                ExploreConfig,
+                skip=[k for k in GROUP_KEYS if k != "search_space"],
+                defaults={"search_space": "`{}` (none)"},
+            ),
+        ),
+        (
+            "Network mutation (`pbt/mutation=agilerl`)",
+            "AgileRL's mutations of the network itself; these keys exist only with `pbt/mutation=agilerl`.",
+            table("pbt.network_mutation.", NetworkMutationConfig),
+        ),
         ("Heartbeats (`pbt.*`)", "", table("pbt.", LivenessConfig)),
-        ("TRPO learner (`train=<task>TRPO`)",
-         "Keys of `train.params.config` read by the TRPO learner only; under another learner they fail at start-up.",
-         table("train.params.config.", TrpoSettings)),
+        (
+            "TRPO learner (`train=<task>TRPO`)",
+            "Keys of `train.params.config` read by the TRPO learner only; under another learner they fail at start-up.",
+            table("train.params.config.", TrpoSettings),
+        ),
     ]
     return parts
 

@@ -11,6 +11,7 @@ the agent are logged. A later step that changes a key which cannot change in a r
 
 Other arguments are Hydra overrides, as for ``pbt-train``. PBT is off in a replay.
 """
+
 import logging
 import math
 import sys
@@ -22,8 +23,8 @@ import yaml
 
 from pbt.errors import ConfigError, PbtError
 from pbt.mutation.explore import frozen_reason
-from pbt.tools.display import printable
 from pbt.rl_games.agent import CONFIG, AgentAdapter
+from pbt.tools.display import printable
 
 log = logging.getLogger("pbt.replay")
 
@@ -58,8 +59,10 @@ def _plain_value(value: Any, where: str) -> Any:
         if not math.isfinite(value):
             raise ConfigError(f"{where} is {value}; a schedule holds finite numbers. Fix the schedule file.")
         return value
-    raise ConfigError(f"{where} has type {type(value).__name__}; a schedule holds numbers, strings, booleans and "
-                      "short lists of them only.")
+    raise ConfigError(
+        f"{where} has type {type(value).__name__}; a schedule holds numbers, strings, booleans and "
+        "short lists of them only."
+    )
 
 
 def parse_schedule(document: Any, source: str = "<schedule>") -> List[ScheduleStep]:
@@ -68,15 +71,21 @@ def parse_schedule(document: Any, source: str = "<schedule>") -> List[ScheduleSt
     if not isinstance(steps_data, list) or not steps_data:
         raise ConfigError(
             f"{source}: expected a 'steps' list of {{frame, params}} (as written by pbt-analyze "
-            "into best/schedule.yaml), got none. Pass a schedule file.")
+            "into best/schedule.yaml), got none. Pass a schedule file."
+        )
     steps: List[ScheduleStep] = []
     for number, item in enumerate(steps_data, start=1):
         where = f"{source}: step {number}"
         if not isinstance(item, Mapping) or "frame" not in item or "params" not in item:
             raise ConfigError(f"{where} must be a mapping with 'frame' and 'params'.")
         frame = item["frame"]
-        if isinstance(frame, bool) or not isinstance(frame, (int, float)) or not math.isfinite(frame) or frame < 0 \
-                or float(frame) != int(frame):
+        if (
+            isinstance(frame, bool)
+            or not isinstance(frame, (int, float))
+            or not math.isfinite(frame)
+            or frame < 0
+            or float(frame) != int(frame)
+        ):
             raise ConfigError(f"{where}: frame must be a whole number >= 0, got {frame!r}.")
         params = item["params"]
         if not isinstance(params, Mapping):
@@ -87,13 +96,17 @@ def parse_schedule(document: Any, source: str = "<schedule>") -> List[ScheduleSt
                 raise ConfigError(f"{where}: parameter name {key!r:.80} is not a config key string.")
             why = frozen_reason(key)
             if why is not None:  # a schedule comes from workspace files: never the run's identity or task
-                raise ConfigError(f"{where}: {key[:200]!r} never changes in PBT ({why}), so no schedule sets it. "
-                                  "The schedule was edited or planted; remove that key, or pass it on the command "
-                                  "line yourself.")
+                raise ConfigError(
+                    f"{where}: {key[:200]!r} never changes in PBT ({why}), so no schedule sets it. "
+                    "The schedule was edited or planted; remove that key, or pass it on the command "
+                    "line yourself."
+                )
             clean[key] = _plain_value(value, f"{where} params['{key}']")
         if steps and int(frame) < steps[-1].frame:
-            raise ConfigError(f"{where}: frame {int(frame)} comes before the previous step's {steps[-1].frame}; "
-                              "steps must be in frame order.")
+            raise ConfigError(
+                f"{where}: frame {int(frame)} comes before the previous step's {steps[-1].frame}; "
+                "steps must be in frame order."
+            )
         steps.append(ScheduleStep(int(frame), clean))
     return steps
 
@@ -103,8 +116,9 @@ def load_schedule(path: Any) -> List[ScheduleStep]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"schedule {path}: no such file. Pass the best/schedule.yaml written by "
-                          "pbt-analyze.") from None
+        raise ConfigError(
+            f"schedule {path}: no such file. Pass the best/schedule.yaml written by pbt-analyze."
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"schedule {path}: cannot read it ({exc}).") from exc
     try:
@@ -114,8 +128,9 @@ def load_schedule(path: Any) -> List[ScheduleStep]:
     return parse_schedule(document, str(path))
 
 
-def plan(steps: Sequence[ScheduleStep], current: Mapping[str, Any], inplace_keys: Sequence[str]
-         ) -> Tuple[Dict[str, Any], List[TimedChange]]:
+def plan(
+    steps: Sequence[ScheduleStep], current: Mapping[str, Any], inplace_keys: Sequence[str]
+) -> Tuple[Dict[str, Any], List[TimedChange]]:
     """Split a schedule into the config of frame 0 and the changes to make during training.
 
     ``current``: the config's values of the schedule's keys. Returns (initial params, timed
@@ -142,14 +157,16 @@ def plan(steps: Sequence[ScheduleStep], current: Mapping[str, Any], inplace_keys
     if refused:
         raise ConfigError(
             "the schedule changes hyperparameters that cannot change in a running agent after frame 0 ("
-            + "; ".join(refused) + "). They can only be set in a step at frame 0 (before the agent is built). "
+            + "; ".join(refused)
+            + "). They can only be set in a step at frame 0 (before the agent is built). "
             f"Keys that can change during training: {', '.join(short(k) for k in sorted(inplace_keys))}. "
-            "Remove those keys from the later steps of the schedule.")
+            "Remove those keys from the later steps of the schedule."
+        )
     return initial, timed
 
 
 def short(key: str) -> str:
-    return key[len(CONFIG):] if key.startswith(CONFIG) else key
+    return key[len(CONFIG) :] if key.startswith(CONFIG) else key
 
 
 def make_observer(cfg: Dict[str, Any], timed: Sequence[TimedChange], total: int) -> Any:
@@ -170,10 +187,19 @@ def make_observer(cfg: Dict[str, Any], timed: Sequence[TimedChange], total: int)
 
         def apply(self, agent: AgentAdapter, change: TimedChange, frame: int, epoch: int) -> None:
             agent.set_hyperparameters(change.changes)
-            parts = [f"{short(k)} {change.before.get(k)!r} -> {v!r} (agent {agent.read(k)!r})"
-                     for k, v in sorted(change.changes.items())]
-            log.info("REPLAY step %d/%d scheduled at frame %d applied at frame %d (epoch %d): %s", change.index,
-                     total, change.frame, frame, epoch, ", ".join(parts) or "no change")
+            parts = [
+                f"{short(k)} {change.before.get(k)!r} -> {v!r} (agent {agent.read(k)!r})"
+                for k, v in sorted(change.changes.items())
+            ]
+            log.info(
+                "REPLAY step %d/%d scheduled at frame %d applied at frame %d (epoch %d): %s",
+                change.index,
+                total,
+                change.frame,
+                frame,
+                epoch,
+                ", ".join(parts) or "no change",
+            )
             self.applied.append((change, frame))
 
     return ReplayObserver()
@@ -189,8 +215,9 @@ def _config_values(cfg: Any, keys: Sequence[str]) -> Dict[str, Any]:
     for key in keys:
         value = OmegaConf.select(cfg, key, default=missing, throw_on_missing=False)
         if value is missing:
-            raise missing_key_error(key, cast(Dict[str, Any], OmegaConf.to_container(cfg, resolve=False)),
-                                    what=f"Schedule key '{key}'")
+            raise missing_key_error(
+                key, cast(Dict[str, Any], OmegaConf.to_container(cfg, resolve=False)), what=f"Schedule key '{key}'"
+            )
         values[key] = value
     return values
 
@@ -213,8 +240,11 @@ def run(cfg: Any, steps: Sequence[ScheduleStep]) -> Any:
     for key, value in sorted(initial.items()):
         OmegaConf.update(cfg, key, value, merge=False)
     if initial:
-        log.info("REPLAY step 1/%d at frame 0 applied as config before training: %s", len(steps),
-                 ", ".join(f"{short(k)}={v!r}" for k, v in sorted(initial.items())))
+        log.info(
+            "REPLAY step 1/%d at frame 0 applied as config before training: %s",
+            len(steps),
+            ", ".join(f"{short(k)}={v!r}" for k, v in sorted(initial.items())),
+        )
     from pbt.rl_games.runner import run as run_worker
 
     observers: List[Any] = []
@@ -226,8 +256,13 @@ def run(cfg: Any, steps: Sequence[ScheduleStep]) -> Any:
     summary = run_worker(cfg, factory)
     observer = observers[0]
     if observer.pending:
-        log.warning("REPLAY: %d step(s) not reached (first at frame %d; training ended at frame %d). Raise "
-                    "max_frames to replay them.", len(observer.pending), observer.pending[0].frame, summary.frames)
+        log.warning(
+            "REPLAY: %d step(s) not reached (first at frame %d; training ended at frame %d). Raise "
+            "max_frames to replay them.",
+            len(observer.pending),
+            observer.pending[0].frame,
+            summary.frames,
+        )
     log.info("REPLAY done: %d of %d timed step(s) applied", len(observer.applied), len(timed))
     return summary
 
@@ -262,8 +297,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help") or "=" in args[0]:
-        print(USAGE + "\n\nThe schedule is the best/schedule.yaml written by pbt-analyze; the other "
-              "arguments are Hydra overrides as for pbt-train.", file=sys.stderr)
+        print(
+            USAGE + "\n\nThe schedule is the best/schedule.yaml written by pbt-analyze; the other "
+            "arguments are Hydra overrides as for pbt-train.",
+            file=sys.stderr,
+        )
         sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
     register_resolvers()
     try:

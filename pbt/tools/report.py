@@ -1,5 +1,6 @@
 """``report.md`` and ``report.html`` of ``pbt.analyze``: the best member, the plots, the members table
 and every lineage event that changed weights or hyperparameters."""
+
 import datetime
 import html
 from pathlib import Path
@@ -15,12 +16,26 @@ from pbt.tools.snapshot import MemberView, Snapshot
 if TYPE_CHECKING:
     from pbt.tools.export import BestExport
 
-EVENT_COLUMNS = ("time", "policy", "iteration", "frame", "action", "donor", "donor iteration", "objective",
-                 "donor objective", "mode", "changes", "reason")
+EVENT_COLUMNS = (
+    "time",
+    "policy",
+    "iteration",
+    "frame",
+    "action",
+    "donor",
+    "donor iteration",
+    "objective",
+    "donor objective",
+    "mode",
+    "changes",
+    "reason",
+)
 MEMBER_COLUMNS = ("policy", "frames", "iteration", "objective", "rank", "restarts", "replaced", "hyperparameters")
-HTML_STYLE = ("body{font-family:sans-serif;margin:2em}"
-              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
-              "th{background:#eee}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}")
+HTML_STYLE = (
+    "body{font-family:sans-serif;margin:2em}"
+    "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
+    "th{background:#eee}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}"
+)
 
 
 def lineage_events(snapshot: Snapshot) -> List[LineageEntry]:
@@ -31,25 +46,45 @@ def lineage_events(snapshot: Snapshot) -> List[LineageEntry]:
 
 def _changes(entry: LineageEntry, names: Mapping[str, str]) -> str:
     before, after = entry.params_before, entry.params_after
-    diffs = [f"{names.get(k, k)} {display_value(before.get(k))}->{display_value(after[k])}"
-             for k in sorted(after) if before.get(k) != after[k]]
+    diffs = [
+        f"{names.get(k, k)} {display_value(before.get(k))}->{display_value(after[k])}"
+        for k in sorted(after)
+        if before.get(k) != after[k]
+    ]
     return ", ".join(diffs) or "-"
 
 
 def event_row(entry: LineageEntry, names: Mapping[str, str]) -> List[str]:
     when = datetime.datetime.fromtimestamp(entry.time).strftime("%H:%M:%S") if entry.time > 0 else "-"
     action = "startup" if entry.is_startup else entry.action
-    return [when, str(entry.policy_idx), str(entry.iteration), str(entry.frame), action,
-            display_value(entry.donor), display_value(entry.donor_iteration),
-            display_value(entry.objective), display_value(entry.donor_objective),
-            display_value(entry.mode), _changes(entry, names), entry.reason]
+    return [
+        when,
+        str(entry.policy_idx),
+        str(entry.iteration),
+        str(entry.frame),
+        action,
+        display_value(entry.donor),
+        display_value(entry.donor_iteration),
+        display_value(entry.objective),
+        display_value(entry.donor_objective),
+        display_value(entry.mode),
+        _changes(entry, names),
+        entry.reason,
+    ]
 
 
 def member_row(view: MemberView, names: Mapping[str, str]) -> List[str]:
     params = view.params
-    return [str(view.policy_idx), display_value(view.frame), display_value(view.iteration),
-            display_value(view.objective), display_value(view.rank), str(view.restarts), str(view.replacements),
-            ", ".join(f"{names.get(k, k)}={display_value(params[k])}" for k in sorted(params))]
+    return [
+        str(view.policy_idx),
+        display_value(view.frame),
+        display_value(view.iteration),
+        display_value(view.objective),
+        display_value(view.rank),
+        str(view.restarts),
+        str(view.replacements),
+        ", ".join(f"{names.get(k, k)}={display_value(params[k])}" for k in sorted(params)),
+    ]
 
 
 def _md_cell(text: str) -> str:
@@ -80,8 +115,7 @@ def _best_lines(best: "Optional[BestExport]") -> List[str]:
         "",
         f"- checkpoint: [best/checkpoint.pth](best/checkpoint.pth) (sha256 `{best.checksum}`, verified)",
         f"- schedule: [best/schedule.yaml](best/schedule.yaml), {len(schedule.steps)} steps; its weights were "
-        f"trained by {ancestry}"
-        + ("" if schedule.complete else " (incomplete: " + "; ".join(schedule.notes) + ")"),
+        f"trained by {ancestry}" + ("" if schedule.complete else " (incomplete: " + "; ".join(schedule.notes) + ")"),
         f"- replay it: `pbt-replay {best.directory / 'schedule.yaml'} task=<task> ...`",
     ]
 
@@ -100,37 +134,64 @@ def network_rows(snapshot: Snapshot) -> List[List[str]]:
                 continue
             shape = (tuple(network.get("units") or ()), network.get("activation"))
             if shape != last:
-                rows.append([str(view.policy_idx), str(entry.frame), str(entry.iteration),
-                             "startup" if entry.is_startup else entry.action,
-                             f"{list(shape[0])} {shape[1]}", display_value(network.get("parameters"))])
+                rows.append(
+                    [
+                        str(view.policy_idx),
+                        str(entry.frame),
+                        str(entry.iteration),
+                        "startup" if entry.is_startup else entry.action,
+                        f"{list(shape[0])} {shape[1]}",
+                        display_value(network.get("parameters")),
+                    ]
+                )
                 last = shape
     return rows
 
 
-def write_report(snapshot: Snapshot, out: Path, best: "Optional[BestExport]", images: Sequence[str]
-                 ) -> Tuple[Path, Path]:
+def write_report(
+    snapshot: Snapshot, out: Path, best: "Optional[BestExport]", images: Sequence[str]
+) -> Tuple[Path, Path]:
     """Write ``report.md`` and ``report.html``; returns their paths."""
-    keys = sorted({k for m in snapshot.members for k in m.params}
-                  | {k for m in snapshot.members for e in m.lineage for k in e.params_after})
+    keys = sorted(
+        {k for m in snapshot.members for k in m.params}
+        | {k for m in snapshot.members for e in m.lineage for k in e.params_after}
+    )
     names = short_keys(keys)
     events = lineage_events(snapshot)
     members = [member_row(m, names) for m in snapshot.members]
     event_rows = [event_row(e, names) for e in events]
     generated = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     title = f"PBT report: {resolved(snapshot.root)}"
-    summary = (f"Generated {generated}: {len(snapshot.members)} members, "
-               f"{sum(1 for e in events if e.action == 'replace')} replacements, "
-               f"{sum(1 for e in events if e.action == 'mutate' and not e.is_startup)} mutations.")
+    summary = (
+        f"Generated {generated}: {len(snapshot.members)} members, "
+        f"{sum(1 for e in events if e.action == 'replace')} replacements, "
+        f"{sum(1 for e in events if e.action == 'mutate' and not e.is_startup)} mutations."
+    )
     md = [f"# {title}", "", summary, "", "## Best member", "", *_best_lines(best), "", "## Plots", ""]
     for image in images:
         md += [f"![{image}]({image})", ""]
-    md += ["## Members", "", *md_table(MEMBER_COLUMNS, members), "", "## Lineage events", "",
-           "Every decision that changed weights or hyperparameters (`keep` decisions are left out).", "",
-           *md_table(EVENT_COLUMNS, event_rows), ""]
+    md += [
+        "## Members",
+        "",
+        *md_table(MEMBER_COLUMNS, members),
+        "",
+        "## Lineage events",
+        "",
+        "Every decision that changed weights or hyperparameters (`keep` decisions are left out).",
+        "",
+        *md_table(EVENT_COLUMNS, event_rows),
+        "",
+    ]
     networks = network_rows(snapshot)
     if networks:
-        md += ["## Networks", "", "Each member's network (hidden units, activation, parameter count) whenever it "
-               "changed.", "", *md_table(NETWORK_COLUMNS, networks), ""]
+        md += [
+            "## Networks",
+            "",
+            "Each member's network (hidden units, activation, parameter count) whenever it changed.",
+            "",
+            *md_table(NETWORK_COLUMNS, networks),
+            "",
+        ]
     md_path = out / "report.md"
     atomic_write_bytes(md_path, "\n".join(md).encode("utf-8"))
 

@@ -9,6 +9,7 @@ replacement, and differ by less than one PBT interval per replacement after it.
 
 ``best/schedule.yaml`` (:func:`schedule_document`) is what ``python -m pbt.replay`` follows.
 """
+
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -78,8 +79,9 @@ def reconstruct_schedule(lineages: Lineages, member: int, iteration: int, frame:
     return Schedule(steps, segments, complete, notes)
 
 
-def _trace(lineages: Lineages, member: int, upto: int, end_frame: int, depth: int, notes: List[str]
-           ) -> Tuple[List[Step], List[Segment], int, bool]:
+def _trace(
+    lineages: Lineages, member: int, upto: int, end_frame: int, depth: int, notes: List[str]
+) -> Tuple[List[Step], List[Segment], int, bool]:
     """(steps, segments, offset, complete) of member's weights up to its checkpoint of ``upto``;
     offset = weights' frames - member's frames after its last replacement."""
     entries = [e for e in lineages.get(member, []) if e.is_startup or e.iteration < upto]
@@ -95,18 +97,22 @@ def _trace(lineages: Lineages, member: int, upto: int, end_frame: int, depth: in
         donor_lineage = lineages.get(donor, [])
         donor_frame = frame_at_iteration(donor_lineage, donor_iteration) if donor_lineage else None
         if donor_frame is not None and depth < MAX_ANCESTRY_DEPTH and 0 <= donor_iteration:
-            steps, segments, donor_offset, complete = _trace(lineages, donor, donor_iteration, donor_frame, depth + 1,
-                                                             notes)
+            steps, segments, donor_offset, complete = _trace(
+                lineages, donor, donor_iteration, donor_frame, depth + 1, notes
+            )
             start = donor_frame + donor_offset
         else:
             complete = False
-            notes.append(f"lineage of member {donor} (donor of member {member} at its iteration "
-                         f"{last.iteration}) is missing: the schedule before that is unknown")
+            notes.append(
+                f"lineage of member {donor} (donor of member {member} at its iteration "
+                f"{last.iteration}) is missing: the schedule before that is unknown"
+            )
             start = last.frame
         offset = start - last.frame
-        steps.append(Step(start, dict(last.params_after), member, last.frame, last.iteration, "replace", donor,
-                          donor_iteration))
-        own_changes = changes[replaces[-1] + 1:]
+        steps.append(
+            Step(start, dict(last.params_after), member, last.frame, last.iteration, "replace", donor, donor_iteration)
+        )
+        own_changes = changes[replaces[-1] + 1 :]
         member_start = last.frame
     else:
         offset = 0
@@ -115,16 +121,19 @@ def _trace(lineages: Lineages, member: int, upto: int, end_frame: int, depth: in
             steps.append(Step(0, dict(startup.params_after), member, 0, 0, "startup"))
         elif entries:
             steps.append(Step(0, dict(entries[0].params_before), member, 0, 0, "start"))
-            notes.append(f"member {member} has no startup entry (resumed or lineage truncated): "
-                         "its first known hyperparameters are used from frame 0")
+            notes.append(
+                f"member {member} has no startup entry (resumed or lineage truncated): "
+                "its first known hyperparameters are used from frame 0"
+            )
         else:
             complete = False
             notes.append(f"member {member} has no lineage before iteration {upto}")
         own_changes = [e for e in changes if not e.is_startup]
         member_start = 0
     for entry in own_changes:
-        steps.append(Step(entry.frame + offset, dict(entry.params_after), member, entry.frame, entry.iteration,
-                          entry.action))
+        steps.append(
+            Step(entry.frame + offset, dict(entry.params_after), member, entry.frame, entry.iteration, entry.action)
+        )
     segments.append(Segment(member, member_start + offset, end_frame + offset, member_start, end_frame))
     return steps, segments, offset, complete
 
@@ -133,12 +142,22 @@ def schedule_document(schedule: Schedule, provenance: Mapping[str, Any]) -> Dict
     """The YAML document of ``schedule.yaml``."""
     return {
         "version": SCHEDULE_VERSION,
-        "provenance": dict(provenance, complete=schedule.complete, notes=list(schedule.notes),
-                           ancestry=[asdict(s) for s in schedule.segments]),
+        "provenance": dict(
+            provenance,
+            complete=schedule.complete,
+            notes=list(schedule.notes),
+            ancestry=[asdict(s) for s in schedule.segments],
+        ),
         "steps": [
-            {"frame": s.frame, "params": dict(sorted(s.params.items())), "member": s.member,
-             "member_frame": s.member_frame, "iteration": s.iteration, "event": s.event,
-             **({"donor": s.donor, "donor_iteration": s.donor_iteration} if s.event == "replace" else {})}
+            {
+                "frame": s.frame,
+                "params": dict(sorted(s.params.items())),
+                "member": s.member,
+                "member_frame": s.member_frame,
+                "iteration": s.iteration,
+                "event": s.event,
+                **({"donor": s.donor, "donor_iteration": s.donor_iteration} if s.event == "replace" else {}),
+            }
             for s in schedule.steps
         ],
     }

@@ -6,6 +6,7 @@ workspace that is being written to: torn, half-written or vanished files are ski
 falls back to a member's previous record) and listed in :attr:`Snapshot.skipped` instead of being
 logged. No torch import.
 """
+
 import logging
 import os
 import statistics
@@ -110,7 +111,7 @@ class MemberView:
         return statistics.median(gaps) if gaps else None
 
     def liveness(self, now: float, stale_after: float = DEFAULT_STALE_AFTER) -> str:
-        """"alive", "waiting for peers" (alive, pausing: ``pbt.max_lead``), "stale", "unknown", or the
+        """ "alive", "waiting for peers" (alive, pausing: ``pbt.max_lead``), "stale", "unknown", or the
         final state its heartbeat announced ("finished", "stopped", "exited"). A heartbeat is judged by the members' own rule
         (:func:`pbt.storage.liveness.judge`); without one a member is stale only once it is late by
         more than ``stale_after`` and three of its usual intervals between records."""

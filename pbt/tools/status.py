@@ -9,6 +9,7 @@ Read-only and safe on a workspace that is being written to (see :mod:`pbt.tools.
 that could not be read are counted in the table's caption instead of crashing or flooding the
 screen with warnings. No torch import.
 """
+
 import argparse
 import io
 import re
@@ -97,14 +98,24 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
         title += f", best: policy {best.policy_idx} ({display_value(best.objective)})"
     caption = f"read {time.strftime('%H:%M:%S', time.localtime(snapshot.time))}"
     if snapshot.skipped:
-        caption += (f"; skipped {len(snapshot.skipped)} unreadable file(s) (torn or being written): "
-                    + "; ".join(s[:160] for s in snapshot.skipped[:3]))
+        caption += f"; skipped {len(snapshot.skipped)} unreadable file(s) (torn or being written): " + "; ".join(
+            s[:160] for s in snapshot.skipped[:3]
+        )
     # Every string from the workspace goes in as Text (never rich markup), its control characters escaped.
-    table = Table(title=Text(printable(title)), caption=Text(printable(caption)), caption_justify="left",
-                  box=box.SIMPLE_HEAVY)
-    columns: List[Tuple[str, JustifyMethod]] = [("policy", "right"), ("state", "left"), ("frames", "right"), ("iter", "right"),
-               ("objective", "right"), ("rank", "right"), ("restarts", "right"), ("last action", "left"),
-               ("donor", "left")]
+    table = Table(
+        title=Text(printable(title)), caption=Text(printable(caption)), caption_justify="left", box=box.SIMPLE_HEAVY
+    )
+    columns: List[Tuple[str, JustifyMethod]] = [
+        ("policy", "right"),
+        ("state", "left"),
+        ("frames", "right"),
+        ("iter", "right"),
+        ("objective", "right"),
+        ("rank", "right"),
+        ("restarts", "right"),
+        ("last action", "left"),
+        ("donor", "left"),
+    ]
     if not wide:  # 80 columns: the last action names its donor; the iteration is in it too
         columns = [c for c in columns if c[0] not in ("iter", "donor")]
     if any(_subpopulation(view) for view in snapshot.members):  # pbt/selection=mfpbt
@@ -118,8 +129,10 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
     for view in snapshot.members:
         state = view.liveness(snapshot.time, stale_after)
         seen = view.last_seen()
-        state_text = Text(state + (f" {format_age(snapshot.time - seen)}" if seen is not None else ""),
-                          style=STATE_STYLES.get(state, "yellow"))
+        state_text = Text(
+            state + (f" {format_age(snapshot.time - seen)}" if seen is not None else ""),
+            style=STATE_STYLES.get(state, "yellow"),
+        )
         params = view.params
         values: Dict[str, Union[str, Text]] = {
             "policy": str(view.policy_idx),
@@ -148,8 +161,10 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
     for view in snapshot.members:
         hp.add_column(str(view.policy_idx), justify="right", no_wrap=True)
     for key in keys:
-        hp.add_row(Text(printable(names[key])),
-                   *[Text(printable(display_value(view.params.get(key)))) for view in snapshot.members])
+        hp.add_row(
+            Text(printable(names[key])),
+            *[Text(printable(display_value(view.params.get(key)))) for view in snapshot.members],
+        )
     return Group(table, hp)
 
 
@@ -174,13 +189,18 @@ def _renderable(root: Union[Path, str], stale_after: float, width: int) -> Any:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="pbt-status", description="Show a PBT population: who is winning, who copied whom.")
+        prog="pbt-status", description="Show a PBT population: who is winning, who copied whom."
+    )
     parser.add_argument("workspace", help="the population's pbt.workspace directory")
     parser.add_argument("--watch", action="store_true", help="refresh the table until Ctrl-C")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (--watch)")
-    parser.add_argument("--stale-after", type=float, default=DEFAULT_STALE_AFTER,
-                        help="seconds without a heartbeat (or a new record) before a member is shown stale "
-                             "(default: pbt.heartbeat_timeout's default, %(default)g)")
+    parser.add_argument(
+        "--stale-after",
+        type=float,
+        default=DEFAULT_STALE_AFTER,
+        help="seconds without a heartbeat (or a new record) before a member is shown stale "
+        "(default: pbt.heartbeat_timeout's default, %(default)g)",
+    )
     args = parser.parse_args(argv)
     if args.interval <= 0:
         parser.error("--interval must be > 0")
@@ -203,8 +223,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from rich.live import Live
 
     try:
-        with Live(_renderable(root, args.stale_after, console.width), console=console, auto_refresh=False,
-                  redirect_stderr=False) as live:
+        with Live(
+            _renderable(root, args.stale_after, console.width),
+            console=console,
+            auto_refresh=False,
+            redirect_stderr=False,
+        ) as live:
             # On stderr, so piped output stays the table; also tells a caller the watch loop is running.
             print(f"Watching {printable(root)} every {args.interval:g} s; Ctrl-C stops.", file=sys.stderr, flush=True)
             while True:

@@ -3,6 +3,7 @@
 Each backend module declares its own command-line options and runs the members (the interface is
 in ``base.py``). To add a backend: write ``launcher/backends/<name>.py`` and add it to ``BACKENDS``.
 """
+
 from typing import Dict
 
 from pbt.errors import ConfigError, did_you_mean

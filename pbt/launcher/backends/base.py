@@ -8,6 +8,7 @@ A backend is a module with three functions (see ``processes.py`` and ``slurm.py`
 
 and one entry in ``launcher.backends.BACKENDS``.
 """
+
 import argparse
 from typing import Any, List, Protocol
 

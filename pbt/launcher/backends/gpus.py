@@ -18,6 +18,7 @@ and which GPUs members of the same run started by another launcher hold (``--add
 
 Standard library only (Python 3.8).
 """
+
 import logging
 import os
 import socket
@@ -47,9 +48,11 @@ def visible_gpus(num_gpus: Optional[int], environ: Mapping[str, str]) -> List[st
         return [str(i) for i in range(1 if num_gpus is None else num_gpus)]
     entries = mask_entries(mask)
     if num_gpus is not None and num_gpus > len(entries):
-        raise ConfigError(f"--num_gpus={num_gpus}, but this launcher was given {len(entries)} GPU(s) "
-                          f"({MASK}={mask!r}): members must stay on the GPUs the job was given. Leave --num_gpus out "
-                          "to use all of them, or give a number up to that.")
+        raise ConfigError(
+            f"--num_gpus={num_gpus}, but this launcher was given {len(entries)} GPU(s) "
+            f"({MASK}={mask!r}): members must stay on the GPUs the job was given. Leave --num_gpus out "
+            "to use all of them, or give a number up to that."
+        )
     return entries if num_gpus is None else entries[:num_gpus]
 
 
@@ -63,8 +66,9 @@ class GpuAllocator:
     each (``-1``: no limit, and no management at all with a single GPU). ``acquire`` returns an index
     into :attr:`devices`."""
 
-    def __init__(self, num_gpus: int, per_gpu: int, devices: Optional[List[str]] = None,
-                 held: Optional[Mapping[str, int]] = None) -> None:
+    def __init__(
+        self, num_gpus: int, per_gpu: int, devices: Optional[List[str]] = None, held: Optional[Mapping[str, int]] = None
+    ) -> None:
         self.devices = list(devices) if devices is not None else [str(i) for i in range(num_gpus)]
         count = len(self.devices)
         self.managed = count > 0 and (per_gpu > 0 or count > 1)
@@ -144,6 +148,8 @@ def held_gpus(experiment_dirs: Iterable[str]) -> Dict[str, int]:
             if is_alive(int(parts[1]), parts[2] if len(parts) > 2 else None):
                 held[entry.strip()] = held.get(entry.strip(), 0) + 1
     if held:
-        log.info("GPUs already held by running members of this run: %s",
-                 ", ".join(f"{entry} ({count})" for entry, count in sorted(held.items())))
+        log.info(
+            "GPUs already held by running members of this run: %s",
+            ", ".join(f"{entry} ({count})" for entry, count in sorted(held.items())),
+        )
     return held

@@ -17,6 +17,7 @@
   table on a terminal, log lines otherwise); at the end, each population's summary (``launcher.summary``:
   ranks, exploits, the winner's checkpoint, the next commands).
 """
+
 import argparse
 import collections
 import dataclasses
@@ -32,7 +33,16 @@ from typing import IO, Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from pbt.errors import ConfigError
 from pbt.launcher.backends.base import str2bool
-from pbt.launcher.backends.gpus import MASK, GpuAllocator, claim, held_gpus, mask_entries, member_argv, unclaim, visible_gpus
+from pbt.launcher.backends.gpus import (
+    MASK,
+    GpuAllocator,
+    claim,
+    held_gpus,
+    mask_entries,
+    member_argv,
+    unclaim,
+    visible_gpus,
+)
 from pbt.launcher.backends.proctools import kill_signal_name, related_processes, signal_group, signal_processes
 from pbt.launcher.progress import LIVE_INTERVAL, MODES, PLAIN_INTERVAL, ProgressReporter
 from pbt.launcher.run_description import Member
@@ -48,21 +58,47 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("processes backend")
     group.add_argument("--pause_between", type=float, default=0.0, help="seconds between two member starts (processes)")
-    group.add_argument("--num_gpus", type=int, default=None,
-                       help="GPUs to spread members over (default: all of an inherited CUDA_VISIBLE_DEVICES, else 1)")
-    group.add_argument("--experiments_per_gpu", type=int, default=-1,
-                       help="members per GPU (sets CUDA_VISIBLE_DEVICES); -1: no limit, spread over several GPUs, "
-                            "the variable left alone with one")
-    group.add_argument("--max_restarts", type=int, default=3, help="restarts of a crashed member (it resumes from its workspace)")
+    group.add_argument(
+        "--num_gpus",
+        type=int,
+        default=None,
+        help="GPUs to spread members over (default: all of an inherited CUDA_VISIBLE_DEVICES, else 1)",
+    )
+    group.add_argument(
+        "--experiments_per_gpu",
+        type=int,
+        default=-1,
+        help="members per GPU (sets CUDA_VISIBLE_DEVICES); -1: no limit, spread over several GPUs, "
+        "the variable left alone with one",
+    )
+    group.add_argument(
+        "--max_restarts", type=int, default=3, help="restarts of a crashed member (it resumes from its workspace)"
+    )
     group.add_argument("--restart_delay", type=float, default=1.0, help="seconds before a crashed member is restarted")
-    group.add_argument("--kill_timeout", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL when stopping")
-    group.add_argument("--progress", default="auto", choices=list(MODES),
-                       help="progress of PBT populations while they run: a live table (live), log lines (plain), "
-                            "none (off); auto: live when stdout is a terminal, else plain")
-    group.add_argument("--progress_interval", type=float, default=None,
-                       help=f"seconds between two progress refreshes (default: {LIVE_INTERVAL:g} live, {PLAIN_INTERVAL:g} plain)")
-    group.add_argument("--summary", type=str2bool, nargs="?", const=True, default=True,
-                       help="print each PBT population's summary (ranks, exploits, winner, next commands) at the end")
+    group.add_argument(
+        "--kill_timeout", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL when stopping"
+    )
+    group.add_argument(
+        "--progress",
+        default="auto",
+        choices=list(MODES),
+        help="progress of PBT populations while they run: a live table (live), log lines (plain), "
+        "none (off); auto: live when stdout is a terminal, else plain",
+    )
+    group.add_argument(
+        "--progress_interval",
+        type=float,
+        default=None,
+        help=f"seconds between two progress refreshes (default: {LIVE_INTERVAL:g} live, {PLAIN_INTERVAL:g} plain)",
+    )
+    group.add_argument(
+        "--summary",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="print each PBT population's summary (ranks, exploits, winner, next commands) at the end",
+    )
 
 
 @dataclass
@@ -84,20 +120,40 @@ class ProcessesOptions:
 
     def __post_init__(self) -> None:
         if self.max_parallel < 0:
-            raise ConfigError(f"--max_parallel={self.max_parallel} is negative; use 0 to run every member at once, or a positive limit.")
+            raise ConfigError(
+                f"--max_parallel={self.max_parallel} is negative; use 0 to run every member at once, or a positive limit."
+            )
         if self.num_gpus is not None and self.num_gpus < 0:
-            raise ConfigError(f"--num_gpus={self.num_gpus} is negative; use the number of GPUs on this machine (0 for none).")
+            raise ConfigError(
+                f"--num_gpus={self.num_gpus} is negative; use the number of GPUs on this machine (0 for none)."
+            )
         if self.experiments_per_gpu == 0 or self.experiments_per_gpu < -1:
-            raise ConfigError(f"--experiments_per_gpu={self.experiments_per_gpu} is invalid; use a positive count, or -1 to leave CUDA_VISIBLE_DEVICES unset.")
+            raise ConfigError(
+                f"--experiments_per_gpu={self.experiments_per_gpu} is invalid; use a positive count, or -1 to leave CUDA_VISIBLE_DEVICES unset."
+            )
         if self.experiments_per_gpu > 0 and self.num_gpus == 0:
-            raise ConfigError("--experiments_per_gpu > 0 needs --num_gpus >= 1; for CPU-only runs use --experiments_per_gpu=-1.")
-        if self.experiments_per_gpu > 0 and self.num_gpus is None and os.environ.get(MASK) is not None \
-                and not mask_entries(os.environ[MASK]):
-            raise ConfigError(f"--experiments_per_gpu > 0 but {MASK} is empty: this launcher was given no GPU. "
-                              "For CPU-only runs use --experiments_per_gpu=-1.")
+            raise ConfigError(
+                "--experiments_per_gpu > 0 needs --num_gpus >= 1; for CPU-only runs use --experiments_per_gpu=-1."
+            )
+        if (
+            self.experiments_per_gpu > 0
+            and self.num_gpus is None
+            and os.environ.get(MASK) is not None
+            and not mask_entries(os.environ[MASK])
+        ):
+            raise ConfigError(
+                f"--experiments_per_gpu > 0 but {MASK} is empty: this launcher was given no GPU. "
+                "For CPU-only runs use --experiments_per_gpu=-1."
+            )
         if self.max_restarts < 0:
-            raise ConfigError(f"--max_restarts={self.max_restarts} is negative; use 0 to never restart a crashed member.")
-        for name, value in (("--pause_between", self.pause_between), ("--restart_delay", self.restart_delay), ("--kill_timeout", self.kill_timeout)):
+            raise ConfigError(
+                f"--max_restarts={self.max_restarts} is negative; use 0 to never restart a crashed member."
+            )
+        for name, value in (
+            ("--pause_between", self.pause_between),
+            ("--restart_delay", self.restart_delay),
+            ("--kill_timeout", self.kill_timeout),
+        ):
             if value < 0:
                 raise ConfigError(f"{name}={value} is negative; give seconds >= 0.")
         if self.progress not in MODES:
@@ -193,7 +249,9 @@ class ProcessesBackend:
                 log.warning(
                     "experiment %s is a PBT population of %d members but at most %d run at once "
                     "(--max_parallel/--num_gpus/--experiments_per_gpu): members that wait cannot compete",
-                    experiment, size, self.limit,
+                    experiment,
+                    size,
+                    self.limit,
                 )
 
     # --- signals -------------------------------------------------------------------------------
@@ -218,9 +276,14 @@ class ProcessesBackend:
         try:
             log.info(
                 "starting %d member(s), at most %d at a time%s",
-                len(self.members), self.limit,
-                (f", {self.options.experiments_per_gpu if self.gpus.per_gpu else 'any number'} per GPU on GPU(s) "
-                 f"{','.join(self.gpus.devices)}") if self.gpus.managed else "",
+                len(self.members),
+                self.limit,
+                (
+                    f", {self.options.experiments_per_gpu if self.gpus.per_gpu else 'any number'} per GPU on GPU(s) "
+                    f"{','.join(self.gpus.devices)}"
+                )
+                if self.gpus.managed
+                else "",
             )
             log.info("stop them all with Ctrl-C or: kill -TERM %d", os.getpid())
             progress.start()
@@ -234,7 +297,11 @@ class ProcessesBackend:
             try:
                 if self._running:
                     if self._stop_signal is not None:
-                        log.warning("received %s: stopping %d running member(s)", kill_signal_name(self._stop_signal), len(self._running))
+                        log.warning(
+                            "received %s: stopping %d running member(s)",
+                            kill_signal_name(self._stop_signal),
+                            len(self._running),
+                        )
                     self._stop_all()
             finally:
                 for sig, handler in previous.items():
@@ -247,12 +314,16 @@ class ProcessesBackend:
 
     def _summary(self) -> int:
         if self._stop_signal is not None:
-            log.warning("stopped by %s; %d member(s) had finished", kill_signal_name(self._stop_signal), len(self._done))
+            log.warning(
+                "stopped by %s; %d member(s) had finished", kill_signal_name(self._stop_signal), len(self._done)
+            )
             return 128 + int(self._stop_signal)
         for worker in self._failed:
             log.error(
                 "member %s failed for good after %d restart(s); see %s",
-                worker.member.name, worker.restarts, worker.member.log_path,
+                worker.member.name,
+                worker.restarts,
+                worker.member.log_path,
             )
         if self._failed:
             log.error("%d of %d member(s) failed", len(self._failed), len(self.members))
@@ -336,15 +407,27 @@ class ProcessesBackend:
             if worker.restarts < self.options.max_restarts:
                 worker.restarts += 1
                 worker.ready_at = time.monotonic() + self.options.restart_delay
-                worker.note(f"{how}: restarting ({worker.restarts}/{self.options.max_restarts}) in {self.options.restart_delay:g} s")
+                worker.note(
+                    f"{how}: restarting ({worker.restarts}/{self.options.max_restarts}) in {self.options.restart_delay:g} s"
+                )
                 log.warning(
                     "[%s] %s: restarting it (%d/%d); it resumes from its workspace. Log: %s",
-                    member.name, how, worker.restarts, self.options.max_restarts, member.log_path,
+                    member.name,
+                    how,
+                    worker.restarts,
+                    self.options.max_restarts,
+                    member.log_path,
                 )
                 self._pending.appendleft(worker)
             else:
                 worker.note(f"{how}: no restarts left (--max_restarts={self.options.max_restarts})")
-                log.error("[%s] %s; no restarts left (--max_restarts=%d). Log: %s", member.name, how, self.options.max_restarts, member.log_path)
+                log.error(
+                    "[%s] %s; no restarts left (--max_restarts=%d). Log: %s",
+                    member.name,
+                    how,
+                    self.options.max_restarts,
+                    member.log_path,
+                )
                 self._failed.append(worker)
                 self._close_log(worker)
 
@@ -352,7 +435,12 @@ class ProcessesBackend:
         """A member has exited: end whatever it started that is still running in its session."""
         leftovers = related_processes(worker.pid)
         if leftovers:
-            log.warning("[%s] exited but left %d process(es) running (%s): killing them", worker.member.name, len(leftovers), leftovers)
+            log.warning(
+                "[%s] exited but left %d process(es) running (%s): killing them",
+                worker.member.name,
+                len(leftovers),
+                leftovers,
+            )
             signal_processes(leftovers, signal.SIGKILL)
 
     def _stop_all(self) -> None:
@@ -382,8 +470,11 @@ class ProcessesBackend:
             time.sleep(0.05)
             alive = still_alive()
         if alive:
-            log.warning("%d process(es) still running %s after SIGTERM: sending SIGKILL", len(alive),
-                        "(second signal)" if self._signal_count > signals_seen else f"{self.options.kill_timeout:g} s")
+            log.warning(
+                "%d process(es) still running %s after SIGTERM: sending SIGKILL",
+                len(alive),
+                "(second signal)" if self._signal_count > signals_seen else f"{self.options.kill_timeout:g} s",
+            )
             for worker in workers:
                 signal_group(worker.pid, signal.SIGKILL)
                 signal_processes(tracked[worker.pid] + related_processes(worker.pid), signal.SIGKILL)
@@ -464,7 +555,9 @@ class RunLock:
                 f"another launcher ({where}) is running this experiment ({path}); two launchers would start two "
                 f"copies of each member on one workspace. Stop it first, or delete {path} if it is no longer running."
             )
-        raise ConfigError(f"could not take the launcher lock {path}; delete it if no launcher is running this experiment.")
+        raise ConfigError(
+            f"could not take the launcher lock {path}; delete it if no launcher is running this experiment."
+        )
 
 
 def _read_owner(path: str) -> Optional[Tuple[str, str, Optional[str]]]:

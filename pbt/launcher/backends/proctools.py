@@ -1,5 +1,6 @@
 """Process-tree and signal helpers for the processes backend, built on :mod:`pbt.procfs` (the one
 ``/proc`` reader); no third-party packages."""
+
 import os
 import signal
 from typing import Dict, Iterable, List, Set

@@ -18,6 +18,7 @@ may start again: BeginTime = requeue time + AuthInfo cred_expire + 1 s, 121 s by
 Before submitting, the request is checked against the partition (``sinfo``); after, the new jobs
 are watched briefly for pending reasons that never clear (``slurm_checks.py``).
 """
+
 import argparse
 import logging
 import os
@@ -48,18 +49,69 @@ __all__ = ["SlurmError", "SlurmOptions", "add_cli_args", "options_from_args", "r
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("slurm backend")
-    group.add_argument("--slurm_partition", default=None, help="partition to submit to (default: the cluster's default)")
-    group.add_argument("--slurm_gpus_per_job", type=int, default=1, help="GPUs per member (--gres=gpu:N); 0 for CPU jobs")
-    group.add_argument("--slurm_cpus_per_gpu", type=int, default=None, help=f"CPUs per GPU of a GPU job (default {DEFAULT_CPUS_PER_GPU})")
-    group.add_argument("--slurm_cpus_per_job", type=int, default=None, help=f"CPUs of a CPU-only job, --slurm_gpus_per_job=0 (default {DEFAULT_CPUS_PER_JOB})")
-    group.add_argument("--slurm_timeout", default="0", help="time limit per job (sbatch --time, e.g. 24:00:00); 0: the partition's")
-    group.add_argument("--slurm_print_only", type=str2bool, nargs="?", const=True, default=False, help="write the batch files and print the sbatch commands without submitting")
-    group.add_argument("--slurm_sbatch_template", default=None, help="bash script with the cluster setup, put at the top of the batch script (default: launcher/slurm_template.sh)")
-    group.add_argument("--slurm_requeue", type=str2bool, nargs="?", const=True, default=True, help="requeue a job at its time limit (SIGUSR1 trap) or on preemption")
-    group.add_argument("--slurm_requeue_signal_s", type=int, default=60, help="seconds before the time limit when the job gets SIGUSR1 and requeues itself")
+    group.add_argument(
+        "--slurm_partition", default=None, help="partition to submit to (default: the cluster's default)"
+    )
+    group.add_argument(
+        "--slurm_gpus_per_job", type=int, default=1, help="GPUs per member (--gres=gpu:N); 0 for CPU jobs"
+    )
+    group.add_argument(
+        "--slurm_cpus_per_gpu",
+        type=int,
+        default=None,
+        help=f"CPUs per GPU of a GPU job (default {DEFAULT_CPUS_PER_GPU})",
+    )
+    group.add_argument(
+        "--slurm_cpus_per_job",
+        type=int,
+        default=None,
+        help=f"CPUs of a CPU-only job, --slurm_gpus_per_job=0 (default {DEFAULT_CPUS_PER_JOB})",
+    )
+    group.add_argument(
+        "--slurm_timeout", default="0", help="time limit per job (sbatch --time, e.g. 24:00:00); 0: the partition's"
+    )
+    group.add_argument(
+        "--slurm_print_only",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="write the batch files and print the sbatch commands without submitting",
+    )
+    group.add_argument(
+        "--slurm_sbatch_template",
+        default=None,
+        help="bash script with the cluster setup, put at the top of the batch script (default: launcher/slurm_template.sh)",
+    )
+    group.add_argument(
+        "--slurm_requeue",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="requeue a job at its time limit (SIGUSR1 trap) or on preemption",
+    )
+    group.add_argument(
+        "--slurm_requeue_signal_s",
+        type=int,
+        default=60,
+        help="seconds before the time limit when the job gets SIGUSR1 and requeues itself",
+    )
     group.add_argument("--slurm_sbatch_args", default="", help="extra sbatch options, e.g. '--account=me --qos=high'")
-    group.add_argument("--slurm_check", type=str2bool, nargs="?", const=True, default=True, help="check the request against the partition (sinfo) before submitting, and watch the new jobs for pending reasons that never clear")
-    group.add_argument("--slurm_watch_s", type=float, default=15.0, help="at most this many seconds of watching the new jobs after submitting (0: do not watch)")
+    group.add_argument(
+        "--slurm_check",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="check the request against the partition (sinfo) before submitting, and watch the new jobs for pending reasons that never clear",
+    )
+    group.add_argument(
+        "--slurm_watch_s",
+        type=float,
+        default=15.0,
+        help="at most this many seconds of watching the new jobs after submitting (0: do not watch)",
+    )
 
 
 @dataclass
@@ -89,11 +141,17 @@ class SlurmOptions:
             if value is not None and value < 1:
                 raise ConfigError(f"--slurm_{name}={value} must be >= 1.")
         if self.gpus_per_job > 0 and self.cpus_per_job is not None:
-            raise ConfigError(f"--slurm_cpus_per_job={self.cpus_per_job} is for CPU-only jobs (--slurm_gpus_per_job=0); "
-                              f"with --slurm_gpus_per_job={self.gpus_per_job} set --slurm_cpus_per_gpu instead.")
+            raise ConfigError(
+                f"--slurm_cpus_per_job={self.cpus_per_job} is for CPU-only jobs (--slurm_gpus_per_job=0); "
+                f"with --slurm_gpus_per_job={self.gpus_per_job} set --slurm_cpus_per_gpu instead."
+            )
         if self.gpus_per_job == 0 and self.cpus_per_gpu is not None and self.cpus_per_job is None:
-            log.warning("--slurm_cpus_per_gpu=%d with --slurm_gpus_per_job=0 is read as --slurm_cpus_per_job=%d; "
-                        "use --slurm_cpus_per_job for CPU-only jobs", self.cpus_per_gpu, self.cpus_per_gpu)
+            log.warning(
+                "--slurm_cpus_per_gpu=%d with --slurm_gpus_per_job=0 is read as --slurm_cpus_per_job=%d; "
+                "use --slurm_cpus_per_job for CPU-only jobs",
+                self.cpus_per_gpu,
+                self.cpus_per_gpu,
+            )
         if self.watch_s < 0:
             raise ConfigError(f"--slurm_watch_s={self.watch_s} is negative; use 0 to not watch the new jobs.")
         if self.requeue_signal_s < 1:
@@ -102,17 +160,23 @@ class SlurmOptions:
             raise ConfigError(f"--max_parallel={self.max_parallel} is negative; use 0 for no limit.")
         template = self.sbatch_template or DEFAULT_TEMPLATE
         if not os.path.isfile(template):
-            raise ConfigError(f"--slurm_sbatch_template={template!r} does not exist; give the path of a bash script (see launcher/slurm_template.sh).")
+            raise ConfigError(
+                f"--slurm_sbatch_template={template!r} does not exist; give the path of a bash script (see launcher/slurm_template.sh)."
+            )
         try:
             self.extra_args = shlex.split(self.sbatch_args or "")
         except ValueError as exc:
-            raise ConfigError(f"--slurm_sbatch_args={self.sbatch_args!r} cannot be split ({exc}); check its quotes.") from None
+            raise ConfigError(
+                f"--slurm_sbatch_args={self.sbatch_args!r} cannot be split ({exc}); check its quotes."
+            ) from None
         self.timeout = str(self.timeout).strip()
         try:
             slurm_checks.parse_time_limit(self.timeout)
         except ValueError:
-            raise ConfigError(f"--slurm_timeout={self.timeout!r} is not a Slurm time; use minutes, HH:MM:SS or "
-                              "D-HH:MM:SS (e.g. 24:00:00), or 0 for the partition's limit.") from None
+            raise ConfigError(
+                f"--slurm_timeout={self.timeout!r} is not a Slurm time; use minutes, HH:MM:SS or "
+                "D-HH:MM:SS (e.g. 24:00:00), or 0 for the partition's limit."
+            ) from None
         self.sbatch_template = os.path.abspath(template)
         self.workdir = os.path.abspath(self.workdir or os.getcwd())
 
@@ -125,12 +189,17 @@ class SlurmOptions:
 
     def request(self, template_text: str = "", environ: Optional[Dict[str, str]] = None) -> slurm_checks.Request:
         """What each job asks Slurm for, with what --slurm_sbatch_args, $SBATCH_* or the template override."""
-        overrides = slurm_checks.effective_overrides(self.extra_args, template_text, os.environ if environ is None else environ)
+        overrides = slurm_checks.effective_overrides(
+            self.extra_args, template_text, os.environ if environ is None else environ
+        )
         timeout = None if self.timeout in ("0", "") else self.timeout
         request = slurm_checks.Request(
-            partition=self.partition, cpus=self.cpus_per_task, gpus=self.gpus_per_job,
+            partition=self.partition,
+            cpus=self.cpus_per_task,
+            gpus=self.gpus_per_job,
             cpus_option="--slurm_cpus_per_gpu" if self.gpus_per_job > 0 else "--slurm_cpus_per_job",
         )
+
         # The launcher's own options are on sbatch's command line: they beat $SBATCH_* and #SBATCH lines,
         # and --slurm_sbatch_args (after them) beats everything.
         def wins(key: str, own_value_set: bool) -> bool:
@@ -148,7 +217,9 @@ class SlurmOptions:
             try:
                 request.time_s = slurm_checks.parse_time_limit(timeout)
             except ValueError:
-                raise ConfigError(f"{request.time_option}={timeout!r} is not a Slurm time; use minutes, HH:MM:SS or D-HH:MM:SS.") from None
+                raise ConfigError(
+                    f"{request.time_option}={timeout!r} is not a Slurm time; use minutes, HH:MM:SS or D-HH:MM:SS."
+                ) from None
         return request
 
 
@@ -230,7 +301,9 @@ def default_array(num_members: int, options: SlurmOptions) -> str:
     return array
 
 
-def sbatch_argv(run_name: str, experiment: str, num_members: int, slurm_dir: str, options: SlurmOptions, array: Optional[str] = None) -> List[str]:
+def sbatch_argv(
+    run_name: str, experiment: str, num_members: int, slurm_dir: str, options: SlurmOptions, array: Optional[str] = None
+) -> List[str]:
     """The sbatch command line for one experiment's job array."""
     if array is None:
         array = default_array(num_members, options)
@@ -277,7 +350,11 @@ def prepare_experiment(run_name: str, members: List[Member], options: SlurmOptio
     _write(logs_file, "".join(m.log_path + "\n" for m in members))
     with open(options.sbatch_template or DEFAULT_TEMPLATE) as f:  # made absolute in __post_init__
         template = f.read()
-    _write(os.path.join(slurm_dir, "sbatch.sh"), render_batch_script(template, commands_file, logs_file, options.requeue), executable=True)
+    _write(
+        os.path.join(slurm_dir, "sbatch.sh"),
+        render_batch_script(template, commands_file, logs_file, options.requeue),
+        executable=True,
+    )
     argv = sbatch_argv(run_name, experiment, len(members), slurm_dir, options)
     placeholder = "--array=@ARRAY@"
     resubmit = [placeholder if a.startswith("--array=") else a for a in argv]
@@ -301,15 +378,21 @@ def prepare_experiment(run_name: str, members: List[Member], options: SlurmOptio
 def submit(argv: List[str]) -> str:
     """Run sbatch and return the job id."""
     if shutil.which(argv[0]) is None:
-        raise ConfigError(f"'{argv[0]}' is not on PATH: run the slurm backend on a Slurm login node, or use --backend=processes.")
+        raise ConfigError(
+            f"'{argv[0]}' is not on PATH: run the slurm backend on a Slurm login node, or use --backend=processes."
+        )
     try:
         result = subprocess.run(argv, capture_output=True, timeout=SBATCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"sbatch did not answer within {SBATCH_TIMEOUT_S} s; check that slurmctld and munged run (timeout 5 sinfo).") from None
+        raise SlurmError(
+            f"sbatch did not answer within {SBATCH_TIMEOUT_S} s; check that slurmctld and munged run (timeout 5 sinfo)."
+        ) from None
     out = result.stdout.decode(errors="replace").strip()
     err = result.stderr.decode(errors="replace").strip()
     if result.returncode != 0 or not out:
-        raise SlurmError(f"sbatch failed (exit status {result.returncode}): {err or out}. Command: {' '.join(shlex.quote(a) for a in argv)}")
+        raise SlurmError(
+            f"sbatch failed (exit status {result.returncode}): {err or out}. Command: {' '.join(shlex.quote(a) for a in argv)}"
+        )
     return out.splitlines()[-1].split(";")[0].strip()
 
 
@@ -318,16 +401,21 @@ def active_jobs(job_ids: List[str]) -> List[str]:
     active: List[str] = []
     for job_id in job_ids:
         try:
-            result = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", job_id], capture_output=True,
-                                    timeout=SQUEUE_TIMEOUT_S)
+            result = subprocess.run(
+                ["squeue", "-h", "-r", "-o", "%i %T", "-j", job_id], capture_output=True, timeout=SQUEUE_TIMEOUT_S
+            )
         except subprocess.TimeoutExpired:
-            raise SlurmError(f"squeue did not answer within {SQUEUE_TIMEOUT_S} s; check that slurmctld and munged run (timeout 5 sinfo).") from None
+            raise SlurmError(
+                f"squeue did not answer within {SQUEUE_TIMEOUT_S} s; check that slurmctld and munged run (timeout 5 sinfo)."
+            ) from None
         err = result.stderr.decode(errors="replace")
         if result.returncode != 0:
             if "Invalid job id" in err:
                 continue  # long finished: forgotten by slurmctld
             raise SlurmError(f"squeue -j {job_id} failed (exit status {result.returncode}): {err.strip()}")
-        active += [" ".join(line.split()) for line in result.stdout.decode(errors="replace").splitlines() if line.strip()]
+        active += [
+            " ".join(line.split()) for line in result.stdout.decode(errors="replace").splitlines() if line.strip()
+        ]
     return active
 
 
@@ -344,8 +432,12 @@ def check_against_partition(options: SlurmOptions) -> None:
     with open(options.sbatch_template or DEFAULT_TEMPLATE) as f:  # made absolute in __post_init__
         request = options.request(f.read())
     if shutil.which("sinfo") is None:
-        log.warning("sinfo is not on PATH: the request (%d CPUs, %d GPUs per member) was not checked against the "
-                    "partition; run the launcher on a Slurm login node to check it", request.cpus, request.gpus)
+        log.warning(
+            "sinfo is not on PATH: the request (%d CPUs, %d GPUs per member) was not checked against the "
+            "partition; run the launcher on a Slurm login node to check it",
+            request.cpus,
+            request.gpus,
+        )
         return
     try:
         partitions = slurm_checks.query_partitions()
@@ -357,8 +449,12 @@ def check_against_partition(options: SlurmOptions) -> None:
     partition, warnings = slurm_checks.check_request(request, partitions)
     for warning in warnings:
         log.warning("%s", warning)
-    log.info("checked with sinfo: partition %s has nodes for %d CPU(s) and %d GPU(s) per member", partition,
-             request.cpus, request.gpus)
+    log.info(
+        "checked with sinfo: partition %s has nodes for %d CPU(s) and %d GPU(s) per member",
+        partition,
+        request.cpus,
+        request.gpus,
+    )
 
 
 def run(run_name: str, members: List[Member], options: SlurmOptions) -> int:
@@ -392,9 +488,15 @@ def run(run_name: str, members: List[Member], options: SlurmOptions) -> int:
         with open(os.path.join(slurm_dir, "job_ids.txt"), "a") as f:
             f.write(job_id + "\n")
         job_ids.append(job_id)
-        log.info("experiment %s: submitted job array %s (%d members): %s", experiment, job_id, len(exp_members), command)
+        log.info(
+            "experiment %s: submitted job array %s (%d members): %s", experiment, job_id, len(exp_members), command
+        )
         log.info("  member logs: %s", os.path.dirname(exp_members[0].log_path))
-        log.info("  resubmit one member (it resumes): bash %s <index>   or: scontrol requeue %s_<index>", os.path.join(slurm_dir, "submit.sh"), job_id)
+        log.info(
+            "  resubmit one member (it resumes): bash %s <index>   or: scontrol requeue %s_<index>",
+            os.path.join(slurm_dir, "submit.sh"),
+            job_id,
+        )
     if job_ids and options.check:
         slurm_checks.watch_new_jobs(job_ids, options.watch_s)
     if job_ids:

@@ -6,6 +6,7 @@ After submitting, the new jobs are watched for a few seconds: a job that Slurm h
 that waiting does not clear (``PartitionConfig``, ``PartitionNodeLimit``, ``QOSMax...PerJob``...) is
 cancelled and reported. The parsing and the rules are pure functions (tested on canned output).
 """
+
 import logging
 import re
 import shlex
@@ -36,11 +37,13 @@ def run_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT_S) -> "subproces
     try:
         return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{argv[0]} did not answer within {timeout:g} s; check that slurmctld and munged run "
-                         "(timeout 5 sinfo).") from None
+        raise SlurmError(
+            f"{argv[0]} did not answer within {timeout:g} s; check that slurmctld and munged run (timeout 5 sinfo)."
+        ) from None
 
 
 # ---- time limits -------------------------------------------------------------------------------
+
 
 def parse_time_limit(text: str) -> Optional[int]:
     """Seconds of a Slurm time string (sbatch --time, sinfo %l); None when unlimited.
@@ -82,6 +85,7 @@ def format_time_limit(seconds: Optional[int]) -> str:
 
 
 # ---- sinfo -------------------------------------------------------------------------------------
+
 
 @dataclass
 class NodeInfo:
@@ -132,7 +136,9 @@ def parse_sinfo(text: str) -> "OrderedDict[str, PartitionInfo]":
             except ValueError:  # "n/a" and the like: no limit known
                 max_time = INFINITE
             part = partitions[name] = PartitionInfo(name, raw_name.endswith("*"), avail.lower(), max_time)
-        part.nodes.append(NodeInfo(node, _leading_int(cpus), _leading_int(memory), parse_gres_gpus(gres), state.lower()))
+        part.nodes.append(
+            NodeInfo(node, _leading_int(cpus), _leading_int(memory), parse_gres_gpus(gres), state.lower())
+        )
     return partitions
 
 
@@ -140,12 +146,15 @@ def query_partitions() -> "OrderedDict[str, PartitionInfo]":
     """What sinfo says about every partition (hidden ones too); raises SlurmError when it fails."""
     result = run_tool(["sinfo", "-h", "-N", "--all", "-o", SINFO_FORMAT])
     if result.returncode != 0:
-        raise SlurmError(f"sinfo failed (exit status {result.returncode}): {result.stderr.strip()}; check that "
-                         "slurmctld runs, or skip the checks with --slurm_check=False.")
+        raise SlurmError(
+            f"sinfo failed (exit status {result.returncode}): {result.stderr.strip()}; check that "
+            "slurmctld runs, or skip the checks with --slurm_check=False."
+        )
     return parse_sinfo(result.stdout)
 
 
 # ---- the request and the static check ----------------------------------------------------------
+
 
 @dataclass
 class Request:
@@ -168,9 +177,9 @@ def _option_values(args: Sequence[str], names: Tuple[str, ...]) -> List[str]:
             if arg == name and i + 1 < len(args):
                 values.append(args[i + 1])
             elif name.startswith("--") and arg.startswith(name + "="):
-                values.append(arg[len(name) + 1:])
+                values.append(arg[len(name) + 1 :])
             elif not name.startswith("--") and arg.startswith(name) and len(arg) > len(name):
-                values.append(arg[len(name):].lstrip("="))
+                values.append(arg[len(name) :].lstrip("="))
     return values
 
 
@@ -181,7 +190,7 @@ def template_directives(template_text: str) -> List[str]:
         stripped = line.strip()
         if stripped.startswith("#SBATCH"):
             try:
-                args += shlex.split(stripped[len("#SBATCH"):].split(" #")[0])
+                args += shlex.split(stripped[len("#SBATCH") :].split(" #")[0])
             except ValueError:
                 continue
         elif stripped and not stripped.startswith("#"):
@@ -189,7 +198,9 @@ def template_directives(template_text: str) -> List[str]:
     return args
 
 
-def effective_overrides(extra_args: Sequence[str], template_text: str, environ: Mapping[str, str]) -> Dict[str, Tuple[str, str]]:
+def effective_overrides(
+    extra_args: Sequence[str], template_text: str, environ: Mapping[str, str]
+) -> Dict[str, Tuple[str, str]]:
     """Partition, CPUs and time set outside the launcher's own options: {key: (value, where)}.
 
     sbatch's precedence: the command line (its last value wins; --slurm_sbatch_args come after the
@@ -226,19 +237,27 @@ def _why_no_node_fits(part: PartitionInfo, request: Request, partitions: Mapping
         others = [p for p in _gpu_partitions(partitions, request.gpus) if p != part.name]
         where = f" (partitions with such nodes: {', '.join(others)})" if others else ""
         if max_gpus == 0:
-            return (f"--slurm_gpus_per_job={request.gpus} but partition {part.name} has no GPUs; use a GPU partition"
-                    f"{where} with --slurm_partition, or --slurm_gpus_per_job=0 for CPU-only jobs")
-        return (f"--slurm_gpus_per_job={request.gpus} but the nodes of partition {part.name} have at most {max_gpus} "
-                f"GPUs; use --slurm_gpus_per_job<={max_gpus}{where}")
+            return (
+                f"--slurm_gpus_per_job={request.gpus} but partition {part.name} has no GPUs; use a GPU partition"
+                f"{where} with --slurm_partition, or --slurm_gpus_per_job=0 for CPU-only jobs"
+            )
+        return (
+            f"--slurm_gpus_per_job={request.gpus} but the nodes of partition {part.name} have at most {max_gpus} "
+            f"GPUs; use --slurm_gpus_per_job<={max_gpus}{where}"
+        )
     candidates = [n for n in part.nodes if n.gpus >= request.gpus]
     max_cpus = max(n.cpus for n in candidates)
     largest = "the largest node" if request.gpus == 0 else f"the largest node with {request.gpus} GPU(s)"
     if request.cpus_option == "--slurm_cpus_per_gpu":
         per_gpu = request.cpus // request.gpus
-        return (f"--slurm_cpus_per_gpu={per_gpu} x {request.gpus} GPU(s) = {request.cpus} CPUs but {largest} of "
-                f"partition {part.name} has {max_cpus} CPUs; use --slurm_cpus_per_gpu<={max(1, max_cpus // request.gpus)}")
-    return (f"{request.cpus_option}={request.cpus} but {largest} of partition {part.name} has {max_cpus} CPUs; "
-            f"use {request.cpus_option}<={max_cpus}")
+        return (
+            f"--slurm_cpus_per_gpu={per_gpu} x {request.gpus} GPU(s) = {request.cpus} CPUs but {largest} of "
+            f"partition {part.name} has {max_cpus} CPUs; use --slurm_cpus_per_gpu<={max(1, max_cpus // request.gpus)}"
+        )
+    return (
+        f"{request.cpus_option}={request.cpus} but {largest} of partition {part.name} has {max_cpus} CPUs; "
+        f"use {request.cpus_option}<={max_cpus}"
+    )
 
 
 def check_request(request: Request, partitions: "Mapping[str, PartitionInfo]") -> Tuple[str, List[str]]:
@@ -250,36 +269,49 @@ def check_request(request: Request, partitions: "Mapping[str, PartitionInfo]") -
     if not names:
         defaults = [p.name for p in partitions.values() if p.is_default]
         if not defaults:
-            raise ConfigError(f"the cluster has no default partition; choose one with --slurm_partition "
-                              f"(partitions: {', '.join(partitions) or 'none'}).")
+            raise ConfigError(
+                f"the cluster has no default partition; choose one with --slurm_partition "
+                f"(partitions: {', '.join(partitions) or 'none'})."
+            )
         names = defaults[:1]
     for name in names:
         if name not in partitions:
-            raise ConfigError(f"{request.partition_option}={request.partition}: no partition {name!r} on this cluster "
-                              f"(partitions: {', '.join(partitions) or 'none'}).{did_you_mean(name, partitions)}")
+            raise ConfigError(
+                f"{request.partition_option}={request.partition}: no partition {name!r} on this cluster "
+                f"(partitions: {', '.join(partitions) or 'none'}).{did_you_mean(name, partitions)}"
+            )
     problems: List[str] = []
     warnings: List[str] = []
     for name in names:  # with several partitions, Slurm uses the first that can run the job
         part = partitions[name]
         if part.avail in ("drain", "inact", "inactive"):
-            problems.append(f"partition {name} is {part.avail} (it takes no new jobs); choose another with "
-                            f"--slurm_partition (up: {', '.join(p.name for p in partitions.values() if p.avail == 'up') or 'none'})")
+            problems.append(
+                f"partition {name} is {part.avail} (it takes no new jobs); choose another with "
+                f"--slurm_partition (up: {', '.join(p.name for p in partitions.values() if p.avail == 'up') or 'none'})"
+            )
             continue
         if not any(_fits(n, request) for n in part.nodes):
             problems.append(_why_no_node_fits(part, request, partitions))
             continue
         if request.time_s is not None and part.max_time_s is not None and request.time_s > part.max_time_s:
-            problems.append(f"{request.time_option}={format_time_limit(request.time_s)} is over the time limit of partition "
-                            f"{name} ({format_time_limit(part.max_time_s)}); use {request.time_option}<="
-                            f"{format_time_limit(part.max_time_s)}, or 0 for the partition's limit")
+            problems.append(
+                f"{request.time_option}={format_time_limit(request.time_s)} is over the time limit of partition "
+                f"{name} ({format_time_limit(part.max_time_s)}); use {request.time_option}<="
+                f"{format_time_limit(part.max_time_s)}, or 0 for the partition's limit"
+            )
             continue
         if part.avail == "down":
             warnings.append(f"partition {name} is down: the jobs wait in the queue until an administrator brings it up")
-        elif all(re.match(r"(down|drain|fail|maint|future|unknown|not_responding)", n.state)
-                 for n in part.nodes if _fits(n, request)):
-            warnings.append(f"every node of partition {name} that can run a member is unavailable now "
-                            f"({', '.join(sorted({n.state for n in part.nodes if _fits(n, request)}))}): "
-                            "the jobs wait until one comes back")
+        elif all(
+            re.match(r"(down|drain|fail|maint|future|unknown|not_responding)", n.state)
+            for n in part.nodes
+            if _fits(n, request)
+        ):
+            warnings.append(
+                f"every node of partition {name} that can run a member is unavailable now "
+                f"({', '.join(sorted({n.state for n in part.nodes if _fits(n, request)}))}): "
+                "the jobs wait until one comes back"
+            )
         return name, warnings
     raise ConfigError("Slurm could never start these jobs: " + "; ".join(problems) + ".")
 
@@ -288,12 +320,12 @@ def check_request(request: Request, partitions: "Mapping[str, PartitionInfo]") -
 
 _NEVER_CLEARS = {
     "PartitionConfig": "the job asks for more than a node or a setting of the partition allows (CPUs, GPUs, "
-                       "memory, or an option such as --ntasks or --mem in --slurm_sbatch_args or the template); "
-                       "compare its request (scontrol show job) with the partition (scontrol show partition)",
+    "memory, or an option such as --ntasks or --mem in --slurm_sbatch_args or the template); "
+    "compare its request (scontrol show job) with the partition (scontrol show partition)",
     "PartitionNodeLimit": "the job asks for more (or fewer) nodes than the partition allows, or the partition's nodes "
-                          "are down or drained; check --nodes/-N in --slurm_sbatch_args and the template (sinfo -p)",
+    "are down or drained; check --nodes/-N in --slurm_sbatch_args and the template (sinfo -p)",
     "PartitionTimeLimit": "the job's time limit is over the partition's; lower --slurm_timeout (0: the partition's "
-                          "limit) or --time in --slurm_sbatch_args / the template",
+    "limit) or --time in --slurm_sbatch_args / the template",
     "BadConstraints": "the job's constraints (--constraint, --nodelist, --gres...) cannot be met by any node",
     "DependencyNeverSatisfied": "the job depends on a job that failed; remove the --dependency",
     "InvalidAccount": "the account is invalid; check --account in --slurm_sbatch_args (sacctmgr show assoc user=$USER)",
@@ -312,8 +344,10 @@ def never_clears(reason: str) -> Optional[str]:
             return "the nodes the job asks for do not exist or are reserved; check --nodelist in --slurm_sbatch_args"
         return None  # named nodes are down or busy: they may come back
     if re.match(r"(QOS|Assoc)(Max\w*Per(Job|Node)|Min)", head):
-        return ("the job's request breaks a per-job limit of its QOS or association (sacctmgr show qos); ask for "
-                "less (CPUs, GPUs, --slurm_timeout) or use another --qos")
+        return (
+            "the job's request breaks a per-job limit of its QOS or association (sacctmgr show qos); ask for "
+            "less (CPUs, GPUs, --slurm_timeout) or use another --qos"
+        )
     return None
 
 
@@ -332,10 +366,15 @@ def _unsettled(state: str, reason: str) -> bool:
     return state == "PENDING" and reason in ("None", "", "WaitingForScheduling", "(null)")
 
 
-def watch_new_jobs(job_ids: Sequence[str], watch_s: float, poll_s: float = 0.5,
-                   query: Optional[Callable[[Sequence[str]], str]] = None,
-                   cancel: Optional[Callable[[Sequence[str]], None]] = None,
-                   clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+def watch_new_jobs(
+    job_ids: Sequence[str],
+    watch_s: float,
+    poll_s: float = 0.5,
+    query: Optional[Callable[[Sequence[str]], str]] = None,
+    cancel: Optional[Callable[[Sequence[str]], None]] = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """Poll the new jobs until each runs, ended, or waits for a reason that clears (at most ``watch_s``).
 
     A job pending for a reason that never clears: cancel every job of ``job_ids`` and raise SlurmError.
@@ -351,15 +390,21 @@ def watch_new_jobs(job_ids: Sequence[str], watch_s: float, poll_s: float = 0.5,
             why = never_clears(reason) if state == "PENDING" else None
             if why:
                 cancel(job_ids)
-                raise SlurmError(f"job {job} cannot start: Slurm holds it pending with reason {reason!r}, which waiting "
-                                 f"does not clear: {why}. Cancelled the submitted jobs (scancel {' '.join(job_ids)}); "
-                                 "fix the request and launch again.")
+                raise SlurmError(
+                    f"job {job} cannot start: Slurm holds it pending with reason {reason!r}, which waiting "
+                    f"does not clear: {why}. Cancelled the submitted jobs (scancel {' '.join(job_ids)}); "
+                    "fix the request and launch again."
+                )
         waiting = [f"{job} ({reason})" for job, state, reason in rows if _unsettled(state, reason)]
         if not waiting:
             return
         if clock() >= deadline:
-            log.info("the scheduler has not looked at %s yet after %g s; check later with squeue -j %s",
-                     ", ".join(waiting[:3]), watch_s, ",".join(job_ids))
+            log.info(
+                "the scheduler has not looked at %s yet after %g s; check later with squeue -j %s",
+                ", ".join(waiting[:3]),
+                watch_s,
+                ",".join(job_ids),
+            )
             return
         sleep(poll_s)
 
@@ -369,7 +414,9 @@ def _squeue(job_ids: Sequence[str]) -> str:
     if result.returncode != 0:
         if "Invalid job id" in result.stderr:
             return ""  # already ended and forgotten
-        raise SlurmError(f"squeue -j {','.join(job_ids)} failed (exit status {result.returncode}): {result.stderr.strip()}")
+        raise SlurmError(
+            f"squeue -j {','.join(job_ids)} failed (exit status {result.returncode}): {result.stderr.strip()}"
+        )
     return result.stdout
 
 

@@ -5,6 +5,7 @@ at the next update when assigned to the live agent; so do ``gamma``, ``tau`` (GA
 each rollout) and the reward scale. The value learning rate is set as rl_games keeps it: ``last_lr``
 and the optimizer's lr.
 """
+
 import dataclasses
 from typing import Any, Callable, ClassVar, Dict, Mapping
 
@@ -58,8 +59,12 @@ def _set_reward_scale(algo: Any, value: Any) -> None:
 
 #: TRPO settings read by the update only (the agent keeps them in ``algo.trpo``).
 _SETTINGS: Dict[str, Callable[[Any], Any]] = {
-    "max_kl_divergence": float, "damping": float, "conjugate_gradient_steps": int,
-    "conjugate_gradient_tolerance": float, "fisher_sample_fraction": float, "max_backtrack_steps": int,
+    "max_kl_divergence": float,
+    "damping": float,
+    "conjugate_gradient_steps": int,
+    "conjugate_gradient_tolerance": float,
+    "fisher_sample_fraction": float,
+    "max_backtrack_steps": int,
     "accept_ratio": float,
     "step_fraction": float,
 }

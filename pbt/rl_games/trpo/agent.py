@@ -18,6 +18,7 @@ parameters only, and the value function's are fitted by their own optimizer (the
 ``optimizer``). Under ``multi_gpu`` every rank averages gradients, Fisher products, losses and KLs
 (:mod:`pbt.rl_games.trpo.spmd`), so all ranks take the same step.
 """
+
 import logging
 import time
 from typing import Any, Dict, List, Tuple
@@ -34,8 +35,13 @@ from pbt.rl_games.trpo.settings import TrpoSettings
 log = logging.getLogger(__name__)
 
 #: Parameter-name prefixes of the value function in rl_games' separate actor_critic network.
-VALUE_PREFIXES = ("a2c_network.critic_mlp", "a2c_network.value", "a2c_network.c_rnn", "a2c_network.c_layer_norm",
-                  "a2c_network.critic_cnn")
+VALUE_PREFIXES = (
+    "a2c_network.critic_mlp",
+    "a2c_network.value",
+    "a2c_network.c_rnn",
+    "a2c_network.c_layer_norm",
+    "a2c_network.critic_cnn",
+)
 
 
 class TrpoAgent(a2c_continuous.A2CAgent):
@@ -49,44 +55,64 @@ class TrpoAgent(a2c_continuous.A2CAgent):
         self.trpo = TrpoSettings.from_config(params["config"])
         params = {**params, "config": self.trpo.rl_games_config(params["config"])}
         if params["config"].get("central_value_config") is not None:
-            raise ConfigError("the trpo learner has no central value network: remove "
-                              "train.params.config.central_value_config (or train with a2c_continuous).")
+            raise ConfigError(
+                "the trpo learner has no central value network: remove "
+                "train.params.config.central_value_config (or train with a2c_continuous)."
+            )
         distributed = spmd.start(params["config"])  # rl_games would start NCCL only; gloo serves CPUs
         a2c_common.ContinuousA2CBase.__init__(self, base_name, params)
         if distributed is not None:
             spmd.adopt(self, distributed)
-        self.model = self.network.build({
-            "actions_num": self.actions_num, "input_shape": self.obs_shape,
-            "num_seqs": self.num_actors * self.num_agents, "value_size": self.env_info.get("value_size", 1),
-            "normalize_value": self.normalize_value, "normalize_input": self.normalize_input,
-        })
+        self.model = self.network.build(
+            {
+                "actions_num": self.actions_num,
+                "input_shape": self.obs_shape,
+                "num_seqs": self.num_actors * self.num_agents,
+                "value_size": self.env_info.get("value_size", 1),
+                "normalize_value": self.normalize_value,
+                "normalize_input": self.normalize_input,
+            }
+        )
         self.model.to(self.ppo_device)
         self.states = None
         self.init_rnn_from_model(self.model)
         self.last_lr = float(self.last_lr)
-        self.policy_params, self.value_params = optim.split_parameters(list(self.model.named_parameters()),
-                                                                       VALUE_PREFIXES)
+        self.policy_params, self.value_params = optim.split_parameters(
+            list(self.model.named_parameters()), VALUE_PREFIXES
+        )
         if not self.value_params or not self.policy_params or not getattr(self.model.a2c_network, "separate", False):
-            raise ConfigError("the trpo learner needs separate actor and critic networks: set "
-                              "train.params.network.separate=True (TRPO steps the policy's parameters only).")
+            raise ConfigError(
+                "the trpo learner needs separate actor and critic networks: set "
+                "train.params.network.separate=True (TRPO steps the policy's parameters only)."
+            )
         # The checkpoint's 'optimizer' is the value function's (the policy has no optimizer state).
         self.optimizer = torch.optim.Adam(self.value_params, self.last_lr, eps=1e-8, weight_decay=self.weight_decay)
         self.bound_loss_type = None
         self.use_experimental_cv = True
         self.has_value_loss = True
-        self.dataset = datasets.PPODataset(self.batch_size, self.minibatch_size, self.is_discrete, self.is_rnn,
-                                           self.ppo_device, self.seq_length)
+        self.dataset = datasets.PPODataset(
+            self.batch_size, self.minibatch_size, self.is_discrete, self.is_rnn, self.ppo_device, self.seq_length
+        )
         if self.normalize_value:
             self.value_mean_std = self.model.value_mean_std
-        log.info("trpo: max_kl_divergence=%g, value function in %d minibatches of %d samples x %d epochs",
-                 self.trpo.max_kl_divergence, self.batch_size // self.minibatch_size, self.minibatch_size,
-                 self.mini_epochs_num)
+        log.info(
+            "trpo: max_kl_divergence=%g, value function in %d minibatches of %d samples x %d epochs",
+            self.trpo.max_kl_divergence,
+            self.batch_size // self.minibatch_size,
+            self.minibatch_size,
+            self.mini_epochs_num,
+        )
         self.scheduler = build_scheduler(self.trpo, int(self.max_epochs), int(self.max_frames))
         self.rollout_step = 0  # env steps of the current rollout (random_timesteps counts env steps)
-        if self.trpo.random_timesteps and not self.clip_actions and \
-                not bool(torch.isfinite(torch.cat([self.actions_low, self.actions_high])).all()):
-            raise ConfigError("train.params.config.random_timesteps needs a bounded action space to draw from, "
-                              "or clip_actions=True (actions in [-1, 1], rescaled to the bounds).")
+        if (
+            self.trpo.random_timesteps
+            and not self.clip_actions
+            and not bool(torch.isfinite(torch.cat([self.actions_low, self.actions_high])).all())
+        ):
+            raise ConfigError(
+                "train.params.config.random_timesteps needs a bounded action space to draw from, "
+                "or clip_actions=True (actions in [-1, 1], rescaled to the bounds)."
+            )
         self.last_step: Dict[str, float] = {}
         #: Bumped whenever PBT changes this agent in place (rank 0 of a distributed run broadcasts it).
         self.generation = 0
@@ -101,8 +127,9 @@ class TrpoAgent(a2c_continuous.A2CAgent):
     def model_changed(self) -> None:
         """Surgery swapped ``self.model``: the policy step and the value optimizer must follow it, or
         the update differentiates the old model's parameters (zero gradients) and the policy freezes."""
-        self.policy_params, self.value_params = optim.split_parameters(list(self.model.named_parameters()),
-                                                                       VALUE_PREFIXES)
+        self.policy_params, self.value_params = optim.split_parameters(
+            list(self.model.named_parameters()), VALUE_PREFIXES
+        )
 
     # -- one epoch ---------------------------------------------------------------------------------
     def train_epoch(self) -> Tuple[Any, ...]:
@@ -123,12 +150,28 @@ class TrpoAgent(a2c_continuous.A2CAgent):
         if self.env_steps() + self.rollout_step <= self.trpo.learning_starts:  # skrl: no update before learning_starts
             if self.normalize_value:
                 spmd.average_buffers(self, self.model.value_mean_std)
-            self.last_step = {"accepted": 0.0, "step_fraction": 0.0, "kl": 0.0, "surrogate_gain": 0.0,
-                              "line_search_tries": 0.0}
+            self.last_step = {
+                "accepted": 0.0,
+                "step_fraction": 0.0,
+                "kl": 0.0,
+                "surrogate_gain": 0.0,
+                "line_search_tries": 0.0,
+            }
             zero = [torch.zeros((), device=self.ppo_device)]  # rl_games logs the means of these lists
             end = time.perf_counter()
-            return (batch["step_time"], play_end - play_start, end - play_end, end - play_start, zero, zero, [], zero,
-                    zero, self.last_lr, 1.0)
+            return (
+                batch["step_time"],
+                play_end - play_start,
+                end - play_end,
+                end - play_start,
+                zero,
+                zero,
+                [],
+                zero,
+                zero,
+                self.last_lr,
+                1.0,
+            )
         data = self.dataset.values_dict
         surrogate, kl, entropy = self.update_policy(data)
         value_losses = self.update_value()
@@ -139,8 +182,19 @@ class TrpoAgent(a2c_continuous.A2CAgent):
         if self.writer is not None:
             for name, value in self.last_step.items():
                 self.writer.add_scalar(f"trpo/{name}", value, self.frame)
-        return (batch["step_time"], play_end - play_start, end - play_end, end - play_start, [-surrogate],
-                value_losses, [], [entropy], [kl], self.last_lr, 1.0)
+        return (
+            batch["step_time"],
+            play_end - play_start,
+            end - play_end,
+            end - play_start,
+            [-surrogate],
+            value_losses,
+            [],
+            [entropy],
+            [kl],
+            self.last_lr,
+            1.0,
+        )
 
     def env_steps(self) -> int:
         """Env steps (each a step of every env) before the current rollout, from the frame count."""
@@ -213,11 +267,24 @@ class TrpoAgent(a2c_continuous.A2CAgent):
                 kl = optim.gaussian_kl(mu_old, sigma_old, new["mus"], new["sigmas"]).mean()
             return spmd.mean_scalar(self, value), spmd.mean_scalar(self, kl)
 
-        result = optim.line_search(params, step, float(torch.dot(grad, step)), evaluate, surrogate_before,
-                                   cfg.max_kl_divergence, cfg.step_fraction, cfg.max_backtrack_steps, cfg.accept_ratio)
-        self.last_step = {"accepted": float(result.accepted), "step_fraction": result.fraction,
-                          "kl": result.kl if result.accepted else 0.0, "surrogate_gain": result.improvement,
-                          "line_search_tries": float(result.tries)}
+        result = optim.line_search(
+            params,
+            step,
+            float(torch.dot(grad, step)),
+            evaluate,
+            surrogate_before,
+            cfg.max_kl_divergence,
+            cfg.step_fraction,
+            cfg.max_backtrack_steps,
+            cfg.accept_ratio,
+        )
+        self.last_step = {
+            "accepted": float(result.accepted),
+            "step_fraction": result.fraction,
+            "kl": result.kl if result.accepted else 0.0,
+            "surrogate_gain": result.improvement,
+            "line_search_tries": float(result.tries),
+        }
         with torch.no_grad():
             entropy = self._forward(data)["entropy"].mean()
         gain = result.improvement if result.accepted else 0.0
@@ -233,8 +300,12 @@ class TrpoAgent(a2c_continuous.A2CAgent):
         def seqs(t: torch.Tensor) -> torch.Tensor:
             return t.reshape(-1, n, *t.shape[1:])[::stride].reshape(-1, *t.shape[1:])
 
-        return {"obs": seqs(data["obs"]), "actions": seqs(data["actions"]), "dones": seqs(data["dones"]),
-                "rnn_states": [s[:, ::stride] for s in data["rnn_states"]]}
+        return {
+            "obs": seqs(data["obs"]),
+            "actions": seqs(data["actions"]),
+            "dones": seqs(data["dones"]),
+            "rnn_states": [s[:, ::stride] for s in data["rnn_states"]],
+        }
 
     # -- the value function ------------------------------------------------------------------------
     def update_value(self) -> List[torch.Tensor]:
@@ -249,8 +320,9 @@ class TrpoAgent(a2c_continuous.A2CAgent):
                 loss.backward()
                 self.trancate_gradients_and_step()
                 losses.append(loss.detach())
-            lr, self.entropy_coef = self.scheduler.update(self.last_lr, self.entropy_coef, self.epoch_num, self.frame,
-                                                          self.last_step.get("kl", 0.0))
+            lr, self.entropy_coef = self.scheduler.update(
+                self.last_lr, self.entropy_coef, self.epoch_num, self.frame, self.last_step.get("kl", 0.0)
+            )
             self.last_lr = spmd.rank0_value(self, lr)
             self.update_lr(self.last_lr)
         return losses

@@ -10,6 +10,7 @@
 The agent (:mod:`pbt.rl_games.trpo.agent`) wires these to an rl_games model; the tests check each one
 against a reference (an explicit Hessian, a direct solve).
 """
+
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -35,11 +36,16 @@ def flat(tensors: Sequence[torch.Tensor]) -> Vector:
     return torch.cat([t.reshape(-1) for t in tensors])
 
 
-def flat_grad(output: torch.Tensor, params: Sequence[torch.Tensor], create_graph: bool = False,
-              retain_graph: Optional[bool] = None) -> Vector:
+def flat_grad(
+    output: torch.Tensor,
+    params: Sequence[torch.Tensor],
+    create_graph: bool = False,
+    retain_graph: Optional[bool] = None,
+) -> Vector:
     """d output / d params as one flat vector (zeros for parameters ``output`` does not depend on)."""
-    grads = torch.autograd.grad(output, list(params), create_graph=create_graph, retain_graph=retain_graph,
-                                allow_unused=True)
+    grads = torch.autograd.grad(
+        output, list(params), create_graph=create_graph, retain_graph=retain_graph, allow_unused=True
+    )
     return flat([torch.zeros_like(p) if g is None else g for g, p in zip(grads, params)])
 
 
@@ -49,7 +55,7 @@ def set_flat(params: Sequence[torch.Tensor], vector: Vector) -> None:
     with torch.no_grad():
         for p in params:
             n = p.numel()
-            p.copy_(vector[offset:offset + n].view_as(p))
+            p.copy_(vector[offset : offset + n].view_as(p))
             offset += n
     if offset != vector.numel():
         raise ValueError(f"set_flat: the vector has {vector.numel()} entries, the parameters {offset}")
@@ -78,8 +84,12 @@ def conjugate_gradient(avp: LinearOp, b: Vector, steps: int, residual_tol: float
     return x
 
 
-def fisher_vector_product(mean_kl: torch.Tensor, params: Sequence[torch.Tensor], damping: float,
-                          reduce: Optional[Callable[[Vector], Vector]] = None) -> LinearOp:
+def fisher_vector_product(
+    mean_kl: torch.Tensor,
+    params: Sequence[torch.Tensor],
+    damping: float,
+    reduce: Optional[Callable[[Vector], Vector]] = None,
+) -> LinearOp:
     """``v -> H v + damping v``, H the Hessian of ``mean_kl`` (a scalar built with a graph from
     ``params``) with respect to ``params``.
 
@@ -123,10 +133,17 @@ class LineSearchResult:
     """Steps evaluated."""
 
 
-def line_search(params: Sequence[torch.Tensor], step: Vector, expected_improvement: float,
-                surrogate_and_kl: Callable[[], Tuple[float, float]], surrogate_before: float, max_kl: float,
-                step_fraction: float = 1.0, max_backtrack_steps: int = 10, accept_ratio: float = 0.5
-                ) -> LineSearchResult:
+def line_search(
+    params: Sequence[torch.Tensor],
+    step: Vector,
+    expected_improvement: float,
+    surrogate_and_kl: Callable[[], Tuple[float, float]],
+    surrogate_before: float,
+    max_kl: float,
+    step_fraction: float = 1.0,
+    max_backtrack_steps: int = 10,
+    accept_ratio: float = 0.5,
+) -> LineSearchResult:
     """Backtrack along ``step`` from the current ``params``: try ``theta + a * step`` for
     ``a = step_fraction * 0.5**i``, ``i = 0 .. max_backtrack_steps - 1``, and keep the first one with
     ``kl < max_kl``, a surrogate gain > 0, and gain / (a * expected_improvement) > ``accept_ratio``.
@@ -159,8 +176,9 @@ def _finite(value: float) -> bool:
     return value == value and value not in (float("inf"), float("-inf"))
 
 
-def split_parameters(named: Sequence[Tuple[str, torch.nn.Parameter]], value_prefixes: Sequence[str]
-                     ) -> Tuple[List[torch.nn.Parameter], List[torch.nn.Parameter]]:
+def split_parameters(
+    named: Sequence[Tuple[str, torch.nn.Parameter]], value_prefixes: Sequence[str]
+) -> Tuple[List[torch.nn.Parameter], List[torch.nn.Parameter]]:
     """(policy, value) parameters of a model: names starting with one of ``value_prefixes`` are the
     value function's, every other trainable one the policy's."""
     policy: List[torch.nn.Parameter] = []

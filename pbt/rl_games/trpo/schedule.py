@@ -2,6 +2,7 @@
 ``learning_rate_scheduler_kwargs``), as rl_games schedulers: ``update(lr, entropy_coef, epoch,
 frames, kl_dist) -> (lr, entropy_coef)``, called once per value epoch (skrl steps it there too) with
 the KL of the update's policy step."""
+
 from typing import Any
 
 from rl_games.common import schedulers
@@ -21,8 +22,9 @@ class KLAdaptiveScheduler(schedulers.AdaptiveScheduler):
         self.min_lr, self.max_lr = min_lr, max_lr
         self.kl_factor, self.lr_factor = kl_factor, lr_factor
 
-    def update(self, current_lr: float, entropy_coef: float, epoch: int, frames: int, kl_dist: float,
-               **kwargs: Any) -> Any:
+    def update(
+        self, current_lr: float, entropy_coef: float, epoch: int, frames: int, kl_dist: float, **kwargs: Any
+    ) -> Any:
         lr = current_lr
         if kl_dist > self.kl_factor * self.kl_threshold:
             lr = max(current_lr / self.lr_factor, self.min_lr)
@@ -36,14 +38,18 @@ def build_scheduler(settings: TrpoSettings, max_epochs: int, max_frames: int) ->
     args = settings.scheduler_arguments()
     name = settings.learning_rate_scheduler
     if name == "kl_adaptive":
-        return KLAdaptiveScheduler(args["kl_threshold"], args["min_lr"], args["max_lr"], args["kl_factor"],
-                                   args["lr_factor"])
+        return KLAdaptiveScheduler(
+            args["kl_threshold"], args["min_lr"], args["max_lr"], args["kl_factor"], args["lr_factor"]
+        )
     if name == "linear":
         use_epochs = args["use_epochs"] if args["use_epochs"] is not None else max_epochs > 0
         max_steps = args["max_steps"] or (max_epochs if use_epochs else max_frames)
         if not max_steps or max_steps < 1:
-            raise ConfigError(f"{PREFIX}learning_rate_scheduler=linear needs the length of training: set max_frames "
-                              f"(or max_epochs), or {PREFIX}learning_rate_scheduler_kwargs.max_steps.")
-        return schedulers.LinearScheduler(settings.value_learning_rate, min_lr=args["min_lr"], max_steps=int(max_steps),
-                                          use_epochs=bool(use_epochs))
+            raise ConfigError(
+                f"{PREFIX}learning_rate_scheduler=linear needs the length of training: set max_frames "
+                f"(or max_epochs), or {PREFIX}learning_rate_scheduler_kwargs.max_steps."
+            )
+        return schedulers.LinearScheduler(
+            settings.value_learning_rate, min_lr=args["min_lr"], max_steps=int(max_steps), use_epochs=bool(use_epochs)
+        )
     return schedulers.IdentityScheduler()

@@ -5,6 +5,7 @@ The TRPO agent reuses rl_games' rollout, GAE, normalizers, dataset and value opt
 rl_games' own keys (``learning_rate``, ``mini_epochs``, ``minibatch_size``, ...). Those are derived here
 from the TRPO keys, so a TRPO config names each setting once, under its TRPO name.
 """
+
 import difflib
 import math
 from dataclasses import dataclass, field, fields
@@ -86,8 +87,10 @@ class TrpoSettings:
             raw = config[f.name]
             if f.name == "learning_rate_scheduler_kwargs":
                 if not isinstance(raw, Mapping):
-                    raise ConfigError(f"{PREFIX}{f.name}={raw!r} must be a mapping of argument -> value, "
-                                      "e.g. '+train.params.config.learning_rate_scheduler_kwargs={kl_threshold:0.01}'.")
+                    raise ConfigError(
+                        f"{PREFIX}{f.name}={raw!r} must be a mapping of argument -> value, "
+                        "e.g. '+train.params.config.learning_rate_scheduler_kwargs={kl_threshold:0.01}'."
+                    )
                 values[f.name] = {str(k): v for k, v in raw.items()}
             elif f.name == "time_limit_bootstrap":
                 if not isinstance(raw, bool):
@@ -137,8 +140,10 @@ class TrpoSettings:
         for name in self.learning_rate_scheduler_kwargs:
             if name not in known:
                 takes = ", ".join(known) or "no arguments"
-                raise ConfigError(f"{where}: {self.learning_rate_scheduler} takes {takes}, not '{name}'."
-                                  f"{did_you_mean(name, list(known))}")
+                raise ConfigError(
+                    f"{where}: {self.learning_rate_scheduler} takes {takes}, not '{name}'."
+                    f"{did_you_mean(name, list(known))}"
+                )
         args = {**known, **self.learning_rate_scheduler_kwargs}
         for name, value in args.items():
             if value is None:
@@ -170,29 +175,35 @@ class TrpoSettings:
         batch = int(config["num_actors"]) * int(config["horizon_length"])
         if batch % self.mini_batches:
             works = [d for d in range(1, min(batch, 64) + 1) if batch % d == 0]
-            raise ConfigError(f"{PREFIX}mini_batches={self.mini_batches} does not split the batch of num_envs "
-                              f"({config['num_actors']}) x horizon_length ({config['horizon_length']}) = {batch} "
-                              f"samples. Values that work: {', '.join(map(str, works))}.")
+            raise ConfigError(
+                f"{PREFIX}mini_batches={self.mini_batches} does not split the batch of num_envs "
+                f"({config['num_actors']}) x horizon_length ({config['horizon_length']}) = {batch} "
+                f"samples. Values that work: {', '.join(map(str, works))}."
+            )
         if self.time_limit_bootstrap is not None:
             given = config.get("value_bootstrap")
             if given is not None and bool(given) != self.time_limit_bootstrap:
-                raise ConfigError(f"{PREFIX}time_limit_bootstrap={self.time_limit_bootstrap} and its rl_games name "
-                                  f"{PREFIX}value_bootstrap={given} disagree: give one of them.")
+                raise ConfigError(
+                    f"{PREFIX}time_limit_bootstrap={self.time_limit_bootstrap} and its rl_games name "
+                    f"{PREFIX}value_bootstrap={given} disagree: give one of them."
+                )
             out["value_bootstrap"] = self.time_limit_bootstrap
-        out.update({
-            "learning_rate": self.value_learning_rate,
-            "lr_schedule": None,  # the agent builds its scheduler (pbt/rl_games/trpo/schedule.py)
-            "mini_epochs": self.learning_epochs,
-            "minibatch_size": batch // self.mini_batches,
-            "critic_coef": self.value_loss_scale,
-            "grad_norm": self.grad_norm_clip,
-            "truncate_grads": self.grad_norm_clip > 0,
-            "normalize_advantage": True,
-            "entropy_coef": 0.0,
-            "e_clip": 0.2,  # read by rl_games' constructor only; TRPO clips nothing
-            "clip_value": False,
-            "ppo": True,
-        })
+        out.update(
+            {
+                "learning_rate": self.value_learning_rate,
+                "lr_schedule": None,  # the agent builds its scheduler (pbt/rl_games/trpo/schedule.py)
+                "mini_epochs": self.learning_epochs,
+                "minibatch_size": batch // self.mini_batches,
+                "critic_coef": self.value_loss_scale,
+                "grad_norm": self.grad_norm_clip,
+                "truncate_grads": self.grad_norm_clip > 0,
+                "normalize_advantage": True,
+                "entropy_coef": 0.0,
+                "e_clip": 0.2,  # read by rl_games' constructor only; TRPO clips nothing
+                "clip_value": False,
+                "ppo": True,
+            }
+        )
         return out
 
 
@@ -202,9 +213,11 @@ def refuse_compile(config: Mapping[str, Any]) -> None:
     torch.compile's AOT autograd does not support, so the first update would fail after start-up."""
     value = config.get("torch_compile", True)
     if value is not False:  # rl_games compiles for any other value (a mode, a dict, even None)
-        raise ConfigError(f"{PREFIX}torch_compile={value!r}: the trpo learner cannot run a compiled model (its "
-                          "Fisher-vector products need double backward, which torch.compile does not support). Set "
-                          f"{PREFIX}torch_compile=false, or train with a2c_continuous (PPO) to use torch.compile.")
+        raise ConfigError(
+            f"{PREFIX}torch_compile={value!r}: the trpo learner cannot run a compiled model (its "
+            "Fisher-vector products need double backward, which torch.compile does not support). Set "
+            f"{PREFIX}torch_compile=false, or train with a2c_continuous (PPO) to use torch.compile."
+        )
 
 
 def _number(name: str, raw: Any) -> float:
@@ -238,8 +251,10 @@ def resolve_aliases(config: MutableMapping[str, Any], explicit: Collection[str] 
             raise ConfigError(f"{PREFIX}{alias}={value!r} ({key}) must be in [0, 1].")
         current = config.get(key)
         if key in explicit and current is not None and current != value:
-            notes.append(f"{PREFIX}{alias}={value!r} (skrl's name of {key}) is not used: {PREFIX}{key}={current!r} "
-                         "is given on the command line")
+            notes.append(
+                f"{PREFIX}{alias}={value!r} (skrl's name of {key}) is not used: {PREFIX}{key}={current!r} "
+                "is given on the command line"
+            )
             continue
         config[key] = value
         replaced = f" (instead of the train config's {current!r})" if current is not None and current != value else ""
@@ -260,5 +275,7 @@ def _refuse_misspelt(config: Mapping[str, Any]) -> None:
             continue
         close: Optional[List[str]] = difflib.get_close_matches(str(key), names, n=1, cutoff=0.85)
         if close:
-            raise ConfigError(f"{PREFIX}{key} is not a TRPO setting. Did you mean '{PREFIX}{close[0]}'? "
-                              f"TRPO settings: {', '.join(names)}.")
+            raise ConfigError(
+                f"{PREFIX}{key} is not a TRPO setting. Did you mean '{PREFIX}{close[0]}'? "
+                f"TRPO settings: {', '.join(names)}."
+            )

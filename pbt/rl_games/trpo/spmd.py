@@ -9,6 +9,7 @@ identical. Single-process agents skip all of it (every helper is a no-op for the
 by a collective lives on the agent's device (NCCL sends CUDA tensors only); objects (rank 0's agent)
 are pickled from CPU copies.
 """
+
 import collections
 import contextlib
 import logging
@@ -157,17 +158,26 @@ def follow_rank0(agent: Any) -> bool:
     # Always on the first epoch: rank 0's start-up (a PBT member's initial mutation or resume) is its own.
     first = not getattr(agent, "spmd_followed", False)
     agent.spmd_followed = True
-    changed = torch.tensor([1.0 if first or int(generation[0]) != int(getattr(agent, "generation", 0)) else 0.0],
-                           device=agent.ppo_device)
+    changed = torch.tensor(
+        [1.0 if first or int(generation[0]) != int(getattr(agent, "generation", 0)) else 0.0], device=agent.ppo_device
+    )
     dist.all_reduce(changed, op=dist.ReduceOp.MAX)
     if not float(changed[0]):
         return False
     payload: List[Any] = [None]
     if agent.global_rank == 0:
         # CPU copies: a pickled CUDA tensor would be unpickled onto rank 0's GPU on every rank.
-        payload = [cpu_copies({"model": agent.model.state_dict(), "optimizer": agent.optimizer.state_dict(),
-                               "attrs": {name: getattr(agent, name) for name in FOLLOWED},
-                               "reward_scale": agent.rewards_shaper.scale_value, "generation": int(generation[0])})]
+        payload = [
+            cpu_copies(
+                {
+                    "model": agent.model.state_dict(),
+                    "optimizer": agent.optimizer.state_dict(),
+                    "attrs": {name: getattr(agent, name) for name in FOLLOWED},
+                    "reward_scale": agent.rewards_shaper.scale_value,
+                    "generation": int(generation[0]),
+                }
+            )
+        ]
     dist.broadcast_object_list(payload, 0)
     state = payload[0]
     if agent.global_rank != 0:
@@ -226,7 +236,15 @@ def verify_in_step(agent: Any, data: float) -> None:
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     if float(low) != float(high):
-        raise PbtError(f"trpo: the ranks' models differ after epoch {agent.epoch_num} (checksums {float(low)!r} .. "
-                       f"{float(high)!r}): every rank must run the same code, config and library versions.")
-    log.info("trpo rank %d epoch %d: model in step across %d ranks (checksum %r, own data %r)", agent.global_rank,
-             agent.epoch_num, agent.world_size, float(mine[0]), data)
+        raise PbtError(
+            f"trpo: the ranks' models differ after epoch {agent.epoch_num} (checksums {float(low)!r} .. "
+            f"{float(high)!r}): every rank must run the same code, config and library versions."
+        )
+    log.info(
+        "trpo rank %d epoch %d: model in step across %d ranks (checksum %r, own data %r)",
+        agent.global_rank,
+        agent.epoch_num,
+        agent.world_size,
+        float(mine[0]),
+        data,
+    )
