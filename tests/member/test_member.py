@@ -95,6 +95,8 @@ def test_hysteresis_keeps_the_best_objective_of_the_interval(tmp_path):
 
 
 def test_records_carry_hyperparameter_change_points_and_gains_across_a_replacement(tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("threadpoolctl")
     member = PbtMember(make_cfg(tmp_path / "ws", start_after=10**9, initial_delay=10**9), tmp_path / "run", [])
     member.startup()
     member.started(0)

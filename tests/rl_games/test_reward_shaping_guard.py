@@ -8,6 +8,9 @@ import pytest
 
 from conftest import REPO
 
+pytest.importorskip("torch")  # the observer and the Reacher task it prepares
+pytest.importorskip("hydra")
+
 from pbt.errors import PbtError
 
 SCHEME = ["task=Reacher", "pbt=pbt_default", "pbt/mutation=reacher_shaping", "pbt.num_policies=2",

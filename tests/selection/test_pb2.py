@@ -105,6 +105,8 @@ def test_a_record_without_param_history_is_written_as_before() -> None:
 
 
 def test_repeated_acquisitions_reach_the_optimum_of_a_quadratic() -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("threadpoolctl")
     from pbt.selection.pb2_model import acquire
 
     rng = random.Random(3)
@@ -155,6 +157,8 @@ def population(iteration: int = 6) -> Dict[int, Record]:
 
 
 def test_pb2_explores_inside_the_bounds_reproducibly() -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("threadpoolctl")
     members = population()
     own = MemberState(members[0], None, FRAME)
     peers = [members[i] for i in (1, 2, 3)]
@@ -176,6 +180,8 @@ def test_without_enough_data_pb2_perturbs() -> None:
 
 
 def test_pb2_needs_a_continuous_search_space() -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("threadpoolctl")
     with pytest.raises(ConfigError, match="no search space.*pbt/search_space=<name>"):
         cfg(search_space=None).validate_population()
     with pytest.raises(ConfigError, match="no loguniform/uniform key"):
@@ -192,6 +198,8 @@ def test_pb2_without_scikit_learn_says_what_to_install(monkeypatch: pytest.Monke
 @settings(max_examples=8, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(3, 9))
 def test_every_pb2_choice_lies_inside_the_search_space(seed: int, iteration: int) -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("threadpoolctl")
     rng = random.Random(seed)
     members = {}
     for idx in range(4):

@@ -4,6 +4,7 @@ times, driven against the real readers, ``decide()`` for every strategy, the ela
 pbt.status. Each reader either refuses the file (its own error, or a skipped lineage line) or
 returns values inside :mod:`pbt.storage.bounds`; nothing downstream raises. Bounded examples: it
 runs in seconds. No torch: runs on Python 3.8."""
+import importlib.util
 import json
 import math
 import random
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -131,6 +133,7 @@ def test_lineage_lines_with_extreme_numbers_are_skipped_or_bounded(lines: List[D
             assert value is None or not math.isfinite(value) or abs(value) <= MAX_ABS_VALUE
 
 
+@pytest.mark.skipif(importlib.util.find_spec("rich") is None, reason="pbt-status needs rich")
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(changes=record_changes, line=line_fields, beat=beat_changes)

@@ -40,6 +40,7 @@ def hostile_workspace(root: Path) -> Path:
 
 
 def test_status_survives_and_escapes_every_control_character(tmp_path: Path) -> None:
+    pytest.importorskip("rich")
     snapshot = read_snapshot(hostile_workspace(tmp_path / "ws"))
     for width in (220, 80):
         text = render_text(snapshot, width=width)

@@ -254,6 +254,7 @@ def test_a_log_compacted_after_the_scans_listing_still_reads_back_whole(s3_url: 
         assert reader.read_appended("000/lineage.jsonl", 1 << 20) == b"".join(lines) + b"last\n"
 
 
+@pytest.mark.s3
 def test_a_fixed_size_population_prefetches_only_its_own_member_directories(s3_url: str) -> None:
     writer = S3Store(s3_url)
     for idx in list(range(2)) + list(range(100, 140)):  # 40 planted member directories
