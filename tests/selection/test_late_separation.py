@@ -47,7 +47,7 @@ def lineage(ws: Path, idx: int) -> List[Dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.slow
+@pytest.mark.training
 def test_fast_but_bad_members_are_replaced_before_they_finish(tmp_path: Path) -> None:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     procs = []
