@@ -242,6 +242,22 @@ class Strategy(abc.ABC):
         action = REPLACE if donor is not None else MUTATE
         return Decision(action, donor, reason, dict(own.record.params), dict(after))
 
+    def perturbed(
+        self,
+        own: MemberState,
+        donor: Optional["Record"],
+        base: Mapping[str, Any],
+        reason: str,
+        rng: random.Random,
+        factors: Sequence[float],
+        resample_probability: float,
+    ) -> Decision:
+        """Replace (with ``donor``) or mutate, training next with ``base`` perturbed (the context's
+        perturbation explore step; a hand-made Context without one: the configured mutation)."""
+        if self.ctx.perturb is None:
+            return self.act(own, donor, base, reason, rng)
+        return self.decision(own, donor, self.ctx.perturb(base, rng, factors, resample_probability), reason)
+
 
 # -- shared gates -----------------------------------------------------------------------------------
 

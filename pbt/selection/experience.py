@@ -61,8 +61,9 @@ def known(record: "Record") -> Dict[int, float]:
     """Iteration -> the member's known (finite) objective: its history up to its record's iteration,
     and the record's own objective at that iteration (it is the newest word there)."""
     values = {i: float(o) for i, o in record.history.items() if o is not None and i < record.iteration and _finite(o)}
-    if _finite(record.objective):
-        values[record.iteration] = float(record.objective)  # type: ignore[arg-type]
+    objective = record.objective
+    if objective is not None and _finite(objective):
+        values[record.iteration] = float(objective)
     return values
 
 

@@ -276,12 +276,12 @@ class MfPbt(Strategy):
         partner = top[bottom.index(idx)] if bottom.index(idx) < len(top) else top[0]
         order = [partner] + [i for i in top if i != partner]
 
-        def beats_own(record: Optional["Record"]) -> bool:
+        def beats_own(record: "Record") -> bool:
             value = known_objective(record)
             return own_objective is None or (value is not None and value > own_objective)
 
-        better = [view[i] for i in order if i != idx and beats_own(view[i])]
-        donors = eligible_donors(better, self.ctx.gates.ready_after, self.ctx.banned_donors)  # type: ignore[arg-type]
+        better = [r for r in (view[i] for i in order if i != idx) if r is not None and beats_own(r)]
+        donors = eligible_donors(better, self.ctx.gates.ready_frames, self.ctx.banned_donors)
         if not donors:
             return self._perturbed(
                 own,
@@ -300,6 +300,4 @@ class MfPbt(Strategy):
     def _perturbed(
         self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str, rng: random.Random
     ) -> Decision:
-        if self.ctx.perturb is None:  # a hand-made Context without one: the configured mutation
-            return self.act(own, donor, base, reason, rng)
-        return self.decision(own, donor, self.ctx.perturb(base, rng, PERTURBATION_FACTORS, 0.0), reason)
+        return self.perturbed(own, donor, base, reason, rng, PERTURBATION_FACTORS, 0.0)

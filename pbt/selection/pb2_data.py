@@ -38,7 +38,7 @@ def normalise(dim: Dimension, value: Any) -> Optional[float]:
     it is no finite number. Values outside the bounds are clipped (an older run's wider space)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
-    low, high, v = float(dim.low), float(dim.high), float(value)  # type: ignore[arg-type]
+    (low, high), v = dim.bounds(), float(value)
     if dim.type == LOGUNIFORM:
         if v <= 0:
             return None
@@ -48,7 +48,7 @@ def normalise(dim: Dimension, value: Any) -> Optional[float]:
 
 def denormalise(dim: Dimension, x: float) -> float:
     """The value at ``x`` in [0, 1] of the dimension, inside its bounds."""
-    low, high = float(dim.low), float(dim.high)  # type: ignore[arg-type]
+    low, high = dim.bounds()
     x = min(1.0, max(0.0, float(x)))
     if dim.type == LOGUNIFORM:
         value = math.exp(math.log(low) + x * (math.log(high) - math.log(low)))
@@ -113,9 +113,9 @@ def gains_of(record: "Record") -> Dict[int, float]:
     history = dict(record.history)
     history.setdefault(record.iteration, record.objective)
     return {
-        k: float(history[k]) - float(history[k - 1])  # type: ignore[arg-type]
-        for k in history
-        if _finite(history.get(k - 1)) and _finite(history[k])
+        k: after - before
+        for k, after, before in ((k, history[k], history.get(k - 1)) for k in history)
+        if after is not None and before is not None and _finite(before) and _finite(after)
     }
 
 
@@ -145,8 +145,8 @@ class IntervalHistory:
         they differ from the newest one), and its gain from ``objectives`` (the member's objective
         history since its last weight replacement: no gain across a replacement)."""
         before, after = objectives.get(iteration - 1), objectives.get(iteration)
-        if _finite(before) and _finite(after):
-            self.gains[iteration] = float(after) - float(before)  # type: ignore[arg-type]
+        if before is not None and after is not None and _finite(before) and _finite(after):
+            self.gains[iteration] = after - before
         for old in sorted(self.gains)[:-MAX_GAINS]:
             del self.gains[old]
         if self.params:

@@ -113,8 +113,5 @@ class Truncation(Strategy):
     def _perturbed(
         self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str, rng: random.Random
     ) -> Decision:
-        perturb = self.ctx.perturb
-        if perturb is None:  # a hand-made Context without one: the configured mutation
-            return self.act(own, donor, base, reason, rng)
-        after = perturb(base, rng, self.settings.perturbation_factors, self.settings.resample_probability)
-        return self.decision(own, donor, after, reason)
+        factors, resample = self.settings.perturbation_factors, self.settings.resample_probability
+        return self.perturbed(own, donor, base, reason, rng, factors, resample)

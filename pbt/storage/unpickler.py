@@ -97,10 +97,10 @@ def restricted_pickle_module(stand_ins: Dict[str, Any]) -> types.ModuleType:
     def loads(data: bytes, **kwargs: Any) -> Any:
         return load(io.BytesIO(data), **kwargs)
 
-    module.Unpickler = unpickler  # type: ignore[attr-defined]
-    module.load = load  # type: ignore[attr-defined]
-    module.loads = loads  # type: ignore[attr-defined]
-    module.UnpicklingError = pickle.UnpicklingError  # type: ignore[attr-defined]
+    module.Unpickler = unpickler  # type: ignore[attr-defined]  # a module object built here, filled in at run time
+    module.load = load  # type: ignore[attr-defined]  # a module object built here, filled in at run time
+    module.loads = loads  # type: ignore[attr-defined]  # a module object built here, filled in at run time
+    module.UnpicklingError = pickle.UnpicklingError  # type: ignore[attr-defined]  # a module object built here, filled in at run time
     return module
 
 
