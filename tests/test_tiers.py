@@ -1,6 +1,7 @@
 """The tier checks of tests/tiers.py: what needs which marker, that an unmarked test fails before
 the process starts (and a marked one starts it), and which test modules are core (Python 3.8 leg)."""
 import multiprocessing
+import os
 import re
 import subprocess
 import sys
@@ -142,3 +143,34 @@ def test_the_readme_and_ci_run_the_tiers_the_same_way() -> None:
     ci = (REPO / ".ci" / "run").read_text()
     assert re.search(r'python -m pytest -m "" ', ci), ".ci/run runs every tier, as the README says"
     assert re.search(r"-m core\b", (REPO / "scripts" / "test_py38.sh").read_text()), "the Python 3.8 leg: -m core"
+
+
+SESSION_CLEANUP = '''
+import subprocess
+import pytest
+
+@pytest.fixture(scope="session")
+def cluster():
+    yield
+    subprocess.run(["bash", {script!r}], check=True)  # stops what the marked test started
+
+@pytest.mark.slurm
+def test_a_marked_user(cluster):
+    pass
+
+def test_an_unmarked_test_that_happens_to_run_last():
+    pass
+'''
+
+
+def test_a_session_fixtures_cleanup_does_not_fail_the_last_test(tmp_path: Path) -> None:
+    """A session fixture's finalizer runs in the teardown of whichever test is last: its process
+    cleans up what a checked setup started, so it needs no marker from that test."""
+    script = _cluster_script(tmp_path)
+    (tmp_path / "test_last.py").write_text(SESSION_CLEANUP.format(script=str(script)))
+    result = subprocess.run([PY, "-m", "pytest", "-p", "tiers", "-p", "no:cacheprovider", "-q", "-W",
+                             "ignore::pytest.PytestUnknownMarkWarning", str(tmp_path / "test_last.py")],
+                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO / "tests")),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "2 passed" in result.stdout and (tmp_path / "ran").exists()

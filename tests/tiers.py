@@ -42,7 +42,7 @@ tests that get the cached value (they would start it when run alone)."""
 NOT_CORE_TIERS = ("training", "s3", "slurm", "isaaclab")
 """Tiers whose processes or servers need torch, boto3, a cluster or Isaac Lab."""
 
-_running: List[pytest.Item] = []
+_running: List[Optional[pytest.Item]] = []  # None while a test tears down
 _originals: List[Any] = []  # Popen.__init__ and Process.start while patched
 _configs: List[pytest.Config] = []  # nested sessions (pytester) patch once
 _deselected: List[int] = [0]
@@ -155,9 +155,16 @@ def check(item: pytest.Item, needed: Dict[str, str]) -> None:
                     pytrace=False)
 
 
+def _current() -> Optional[pytest.Item]:
+    """The test whose setup or call is running; None in teardown, whose processes clean up what a
+    checked setup started (a session fixture's finalizer runs in whichever test happens to be last)."""
+    return _running[-1] if _running else None
+
+
 def _check_args(args: Any, kwargs: Dict[str, Any]) -> None:
-    if _running:
-        check(_running[-1], required_markers(args, kwargs.get("cwd"), kwargs.get("env")))
+    item = _current()
+    if item is not None:
+        check(item, required_markers(args, kwargs.get("cwd"), kwargs.get("env")))
 
 
 def _install() -> None:
@@ -171,8 +178,9 @@ def _install() -> None:
     def checked_start(self: multiprocessing.process.BaseProcess) -> None:
         target = getattr(self, "_target", None)
         module = getattr(target, "__module__", None) or ""
-        if _running and module in TRAINING_MODULES:
-            check(_running[-1], {"training": f"{module}.{getattr(target, '__name__', '?')} (a training process)"})
+        item = _current()
+        if item is not None and module in TRAINING_MODULES:
+            check(item, {"training": f"{module}.{getattr(target, '__name__', '?')} (a training process)"})
         original_start(self)
 
     subprocess.Popen.__init__ = checked_init  # type: ignore[method-assign]  # the enforcement itself
@@ -196,6 +204,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]) -> Any:
     _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]) -> Any:
+    _running.append(None)
     try:
         return (yield)
     finally:
