@@ -257,3 +257,15 @@ def test_a_donor_rnn_and_cnn_architecture_is_adopted_and_undone(tmp_path_factory
     assert torch.equal(outputs(algo, obs), outputs(donor, obs))
     undo()
     assert algo.rnn_states is hidden and surgery.current_spec(algo).rnn.units == 16
+
+
+def test_a_record_naming_blocks_its_checkpoint_lacks_is_caught_from_the_shapes(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    algo = recurrent(tmp_path_factory, "gru-after")
+    state, spec = algo.model.state_dict(), surgery.current_spec(algo)
+    assert surgery.spec_problem(state, spec) is None
+    huge = type(spec)(spec.units, spec.activation, RnnSpec("gru", 65536, 16), spec.cnn)
+    assert "rnn has 1 layers of shape (48, 16)" in surgery.spec_problem(state, huge)
+    assert "has no CNN" in surgery.spec_problem(state, type(spec)(spec.units, spec.activation, spec.rnn,
+                                                                  (ConvSpec(8, 3, 1, 0),)))
+    assert "has RNN" in surgery.spec_problem(state, type(spec)(spec.units, spec.activation))
