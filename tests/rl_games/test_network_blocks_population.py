@@ -26,6 +26,7 @@ from faults_util import Worker, finish, worker_cmd  # noqa: E402
 from pbt.mutation.network import NetworkSpec  # noqa: E402
 from pbt.rl_games.surgery import spec_problem  # noqa: E402
 from pbt.storage import Workspace  # noqa: E402
+from pbt.storage.checkpoints import load_state_file  # noqa: E402
 from pbt.tools.analyze import analyze  # noqa: E402
 
 ARCHITECTURE_ONLY = ("pbt/selection=dexpbt", "pbt.replace_fraction_best=1.0", "pbt.dbg_mode=true", "pbt.ready_after=0",
@@ -45,8 +46,8 @@ def lineage(ws: Path, idx: int) -> List[Dict[str, Any]]:
 def population(tmp_path: Path, task: str, scheme: str, *extra: str) -> Tuple[Path, List[str]]:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     common = (f"pbt/mutation={scheme}", *ARCHITECTURE_ONLY, *extra)
-    cmds = [worker_cmd(0, 2, ws, runs, *common, max_frames=70_000, interval=8192, task=task),
-            worker_cmd(1, 2, ws, runs, *common, "pbt.restart_mode=exec", max_frames=70_000, interval=8192, task=task)]
+    cmds = [worker_cmd(0, 2, ws, runs, *common, max_frames=50_000, interval=8192, task=task),
+            worker_cmd(1, 2, ws, runs, *common, "pbt.restart_mode=exec", max_frames=50_000, interval=8192, task=task)]
     logs = finish([Worker(cmd, tmp_path / f"w{i}.log", tmp_path) for i, cmd in enumerate(cmds)], 400)
     return ws, logs
 
@@ -103,5 +104,7 @@ def test_an_image_population_evolves_its_cnn_and_its_best_member_plays_and_repla
     assert f"names the network {spec.describe()}: playing with it" in output
     output = run_tool(["pbt.replay", str(best.directory / "schedule.yaml"), "task=PendulumImage", "max_frames=4096",
                        f"train_dir={tmp_path / 'replay'}", "experiment=replay"], tmp_path)
-    filters = [c.filters for c in spec.cnn]
-    assert f"filters: {filters[0]}" in output or f"filters={filters[0]}" in output or "convs" in output, output[-3000:]
+    convs = [c.to_config() for c in spec.cnn]
+    assert f"train.params.network.cnn.convs={convs}" in output, output[-3000:]
+    (saved,) = (tmp_path / "replay" / "replay" / "nn").glob("*.pth")  # the replayed run trained that network
+    assert spec_problem(load_state_file(saved)["model"], spec) is None
