@@ -2,8 +2,10 @@
 and the pure decision of what changes in a member's network at an explore step.
 
 At every explore step (a member's own mutation, or right after it took a donor's weights) one kind
-is drawn with the configured probabilities: ``none``, ``architecture`` (add or remove a hidden layer
-with probability ``new_layer``, else add or remove units of one layer), ``parameters`` (Gaussian
+is drawn with the configured probabilities: ``none``, ``architecture`` (the MLP, the RNN or the CNN
+block, one drawn among those the network has: add or remove a hidden layer with probability
+``new_layer``, else add or remove units of one layer; :mod:`pbt.mutation.network_blocks` for the
+RNN's and CNN's), ``parameters`` (Gaussian
 noise on a random 10% of the weights), ``activation`` (another allowed activation) or
 ``hyperparameters`` (the hyperparameter scheme mutates as usual; only this kind changes them).
 This module only decides; the torch surgery that carries a change out on an rl_games network is in

@@ -46,8 +46,8 @@ def lineage(ws: Path, idx: int) -> List[Dict[str, Any]]:
 def population(tmp_path: Path, task: str, scheme: str, *extra: str) -> Tuple[Path, List[str]]:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     common = (f"pbt/mutation={scheme}", *ARCHITECTURE_ONLY, *extra)
-    cmds = [worker_cmd(0, 2, ws, runs, *common, max_frames=50_000, interval=8192, task=task),
-            worker_cmd(1, 2, ws, runs, *common, "pbt.restart_mode=exec", max_frames=50_000, interval=8192, task=task)]
+    cmds = [worker_cmd(0, 2, ws, runs, *common, max_frames=50_000, interval=4096, task=task),
+            worker_cmd(1, 2, ws, runs, *common, "pbt.restart_mode=exec", max_frames=50_000, interval=4096, task=task)]
     logs = finish([Worker(cmd, tmp_path / f"w{i}.log", tmp_path) for i, cmd in enumerate(cmds)], 400)
     return ws, logs
 
@@ -72,7 +72,10 @@ def run_tool(args: Sequence[str], cwd: Path) -> str:
 
 @pytest.mark.training
 def test_an_lstm_population_evolves_its_rnn_in_both_restart_modes_and_plays(tmp_path: Path) -> None:
+    # the MLP's limits hold it ([64, 64]): every other architecture change is the RNN's
     ws, logs = population(tmp_path, "Pendulum", "agilerl_trpo", *RECURRENT, "pbt.network_mutation.new_layer=0.5",
+                          "pbt.network_mutation.min_layers=2", "pbt.network_mutation.max_layers=2",
+                          "pbt.network_mutation.min_units=64", "pbt.network_mutation.max_units=64",
                           "pbt.network_mutation.unit_changes=[8]", "pbt.network_mutation.max_rnn_units=32")
     rnn_changes = [(i, e["mode"], (e["network"]["rnn_units"], e["network"]["rnn_layers"]))
                    for i in (0, 1) for e in lineage(ws, i) if e["action"] != "keep" and "network rnn" in e["reason"]]
@@ -90,7 +93,9 @@ def test_an_lstm_population_evolves_its_rnn_in_both_restart_modes_and_plays(tmp_
 
 @pytest.mark.training
 def test_an_image_population_evolves_its_cnn_and_its_best_member_plays_and_replays(tmp_path: Path) -> None:
-    ws, logs = population(tmp_path, "PendulumImage", "agilerl", "pbt.network_mutation.filter_changes=[4]")
+    ws, logs = population(tmp_path, "PendulumImage", "agilerl", "pbt.network_mutation.filter_changes=[4]",
+                          "pbt.network_mutation.max_layers=1", "pbt.network_mutation.min_units=64",
+                          "pbt.network_mutation.max_units=64")  # the MLP held: every other change is the CNN's
     cnn_changes = [(i, e["mode"], tuple(e["network"]["cnn_filters"]))
                    for i in (0, 1) for e in lineage(ws, i) if e["action"] != "keep" and "network cnn" in e["reason"]]
     assert {mode for _, mode, _ in cnn_changes} == {"inplace", "exec"}, cnn_changes
