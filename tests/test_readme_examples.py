@@ -169,7 +169,7 @@ def test_trpo_skrl_keys_as_printed(tmp_path: Path) -> None:
 
 def test_recurrent_network_evolution_as_printed(tmp_path: Path) -> None:
     """README "Evolving the network": the partially observed Pendulum's LSTM on TRPO under
-    pbt/mutation=agilerl_trpo, both members as printed; their records name the LSTM."""
+    pbt/mutation=agilerl_trpo, both members as printed; their lineage names the LSTM they started with."""
     command = readme_command("Evolving the network: `pbt/mutation=agilerl`", "agilerl_trpo")
     workspace = tmp_path / "ws"
     procs = [subprocess.Popen(as_argv(command, {"pbt.policy_idx": idx, "pbt.workspace": workspace}), cwd=str(tmp_path),
@@ -179,5 +179,7 @@ def test_recurrent_network_evolution_as_printed(tmp_path: Path) -> None:
     assert [proc.returncode for proc in procs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
     reader = WorkspaceReader(workspace, 2)
     for idx in (0, 1):
-        record = reader.latest_record(idx)
-        assert record is not None and record.network["rnn"] == "lstm" and record.network["rnn_layers"] >= 1, outputs[idx][-2000:]
+        startup = reader.read_lineage(idx)[0]
+        assert startup.mode == "startup", outputs[idx][-2000:]
+        assert {k: startup.network[k] for k in ("rnn", "rnn_units", "rnn_layers")} == \
+            {"rnn": "lstm", "rnn_units": 16, "rnn_layers": 1}, outputs[idx][-2000:]
