@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from pbt.errors import ConfigError, did_you_mean
 from pbt.keys import get_by_key, has_key
 from pbt.mutation.network_blocks import (
+    MAX_CONVS,
     MAX_WIDTH,
     ConvSpec,
     RnnSpec,
@@ -208,6 +209,11 @@ class NetworkMutationConfig:
     """Most filters of a conv layer of the ``cnn`` block."""
     filter_changes: Tuple[int, ...] = (4, 8, 16)
     """How many filters an add/remove-filters change moves (one drawn), clamped to the limits."""
+    min_conv_layers: int = 1
+    """Fewest conv layers of the ``cnn`` block (with probability ``new_layer`` a CNN change adds a last
+    3x3 identity conv layer, or removes a last conv layer that keeps its input's shape)."""
+    max_conv_layers: int = 4
+    """Most conv layers of the ``cnn`` block."""
 
     def __post_init__(self) -> None:
         probabilities = {name: _probability(name, getattr(self, name)) for name in KINDS}
@@ -240,6 +246,7 @@ class NetworkMutationConfig:
             ("min_rnn_units", "max_rnn_units", MAX_WIDTH),
             ("min_rnn_layers", "max_rnn_layers", 16),
             ("min_filters", "max_filters", MAX_WIDTH),
+            ("min_conv_layers", "max_conv_layers", MAX_CONVS),
         ):
             if not 1 <= _count(low, getattr(self, low), 1) <= _count(high, getattr(self, high), 1) <= limit:
                 raise ConfigError(
@@ -417,7 +424,7 @@ def _block_change(
         op, rnn, why = plan_rnn(spec.rnn, settings, rng, rng.random() < settings.new_layer)
         after = spec if rnn is None else dataclasses.replace(spec, rnn=rnn)
     else:
-        op, layer, cnn, why = plan_cnn(spec.cnn, settings, rng)
+        op, layer, cnn, why = plan_cnn(spec.cnn, settings, rng, rng.random() < settings.new_layer)
         after = dataclasses.replace(spec, cnn=cnn)
     if op == NONE:
         return NetworkChange(ARCHITECTURE, spec, spec, seed=seed, mutation_sd=sd, why=why, block=block)

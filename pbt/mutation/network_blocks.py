@@ -4,8 +4,10 @@ their limits and the changes drawn for them. Pure: Python 3.8 and the standard l
 torch surgery is in :mod:`pbt.rl_games.surgery_blocks`.
 
 What can change while trained weights are kept: an RNN's hidden units (every layer at once: rl_games'
-LSTM/GRU layers share one width) and its number of layers; a CNN's filters per conv layer. The cell
-type (LSTM or GRU), kernel sizes, strides and padding never change (no weight-keeping map exists).
+LSTM/GRU layers share one width) and its number of layers; a CNN's filters per conv layer and its
+number of conv layers (a last 3x3, stride 1, padding 1 layer starting as the identity is added, or a
+last layer that keeps its input's shape removed). The cell type (LSTM or GRU) and the configured
+layers' kernel sizes, strides and padding never change (no weight-keeping map exists).
 """
 
 from dataclasses import dataclass
@@ -25,6 +27,8 @@ MAX_RNN_LAYERS = 16
 MAX_CONVS = 16
 MAX_WIDTH = 1 << 16
 MAX_KERNEL = 64
+ADDED_CONV = (3, 1, 1)
+"""(kernel, stride, padding) of an added conv layer: the output keeps the input's shape."""
 
 
 @dataclass(frozen=True)
@@ -212,13 +216,23 @@ def check_blocks(
             f"{what} has conv layers of {outside} filters, outside min_filters..max_filters "
             f"{settings.min_filters}..{settings.max_filters}"
         )
+    if cnn and not settings.min_conv_layers <= len(cnn) <= settings.max_conv_layers:
+        problems.append(
+            f"{what} has {len(cnn)} conv layers, outside min_conv_layers..max_conv_layers "
+            f"{settings.min_conv_layers}..{settings.max_conv_layers}"
+        )
     if reference is not None:
         own_cell = None if reference.rnn is None else reference.rnn.name
         if (None if rnn is None else rnn.name) != own_cell:
             problems.append(f"{what} has RNN {rnn.name if rnn else None!r}, this member {own_cell!r}")
         shape = [(c.kernel_size, c.strides, c.padding) for c in cnn]
-        if shape != [(c.kernel_size, c.strides, c.padding) for c in reference.cnn]:
-            problems.append(f"{what} has conv layers (kernel, stride, padding) {shape}, unlike this member's")
+        own = [(c.kernel_size, c.strides, c.padding) for c in reference.cnn]
+        expected = own[: len(shape)] + [ADDED_CONV] * max(0, len(shape) - len(own))
+        if bool(shape) != bool(own) or shape != expected:
+            problems.append(
+                f"{what} has conv layers (kernel, stride, padding) {shape}, unlike this member's {own} "
+                f"(followed by added {ADDED_CONV} layers)"
+            )
     return problems
 
 
@@ -241,11 +255,28 @@ def plan_rnn(rnn: RnnSpec, settings: Any, rng: Any, new_layer: bool) -> Tuple[st
     return op, RnnSpec(rnn.name, units, rnn.layers), ""
 
 
+def removable(cnn: Tuple[ConvSpec, ...]) -> bool:
+    """The last conv layer keeps its input's shape (stride 1, same padding, as many filters as the
+    layer before): without it, the flattened features keep their size and layout."""
+    last = cnn[-1]
+    same = last.strides == 1 and last.kernel_size % 2 == 1 and last.padding == last.kernel_size // 2
+    return len(cnn) > 1 and same and cnn[-2].filters == last.filters
+
+
 def plan_cnn(
-    cnn: Tuple[ConvSpec, ...], settings: Any, rng: Any
+    cnn: Tuple[ConvSpec, ...], settings: Any, rng: Any, new_layer: bool = False
 ) -> Tuple[str, Optional[int], Tuple[ConvSpec, ...], str]:
-    """(op, conv layer, the new conv layers, why nothing changes): filters added to or removed from
-    one conv layer, inside the limits."""
+    """(op, conv layer, the new conv layers, why nothing changes): a last conv layer added or removed
+    (``new_layer``), or filters added to or removed from one conv layer, inside the limits."""
+    if new_layer:
+        can_add = len(cnn) < settings.max_conv_layers
+        can_remove = len(cnn) > settings.min_conv_layers and removable(cnn)
+        if not (can_add or can_remove):
+            return "none", None, cnn, "no conv layer can be added (max_conv_layers) or removed (shape-keeping)"
+        if can_add if not (can_add and can_remove) else rng.random() < 0.5:
+            added = ConvSpec(cnn[-1].filters, *ADDED_CONV)
+            return "add_layer", len(cnn), cnn + (added,), ""
+        return "remove_layer", len(cnn) - 1, cnn[:-1], ""
     layer = rng.randrange(len(cnn))
     step = rng.choice(list(settings.filter_changes))
     old = cnn[layer]

@@ -46,11 +46,13 @@ from pbt.mutation.network import (
 )
 from pbt.mutation.network_blocks import cnn_from_config, rnn_from_config
 from pbt.rl_games.surgery_blocks import (
+    add_conv_layer,
     add_rnn_layer,
     bias_of,
     blocks_problem,
     chain_parts,
     map_hidden,
+    remove_conv_layer,
     remove_rnn_layer,
     resize_conv,
     resize_rnn,
@@ -179,6 +181,10 @@ def transform_state(
             assert change.layer is not None
             filters = change.after.cnn[change.layer].filters
             resize_conv(new, fresh, parts, change.layer, filters, cnn_readers(new, chain, separate, before_mlp), gen)
+        elif change.block == "cnn" and op == ADD_LAYER:
+            add_conv_layer(new, fresh, parts)
+        elif change.block == "cnn" and op == REMOVE_LAYER:
+            remove_conv_layer(new, parts)
         elif op in (ADD_UNITS, REMOVE_UNITS):
             assert change.layer is not None
             _resize(new, fresh, chain, change.layer, change.after.units[change.layer], separate, before_mlp, gen)

@@ -17,7 +17,11 @@ What each change does to the function the network computes (tests/rl_games/test_
 - RNN top layer removed: the readers read the layer below as they are: not function-preserving;
 - conv filters widened: new filters with random weights, zero bias and zero weights in every
   reader (the next conv layer, or the flattened features' reader): exact;
-- conv filters narrowed: the filters with the largest outgoing weights are kept.
+- conv filters narrowed: the filters with the largest outgoing weights are kept;
+- conv layer added (last, 3x3, stride 1, padding 1): the identity kernel, exact when the CNN's
+  activation is relu (its input is already >= 0), else the activation is applied once more;
+- last conv layer removed (only one that keeps its input's shape): the readers read the layer
+  below as they are: exact when that layer is the identity (an added one, under relu).
 """
 
 import math
@@ -250,6 +254,24 @@ def resize_conv(
     keep = _top(_importance(state, after, old), filters, weight.device)
     state[key], state[bias_of(key)] = weight[keep].clone(), bias[keep].clone()
     _keep_columns(state, after, old, keep)
+
+
+def add_conv_layer(state: State, fresh: Set[str], chain: Chain) -> None:
+    depth = conv_depth(state, chain.cnn)
+    last = state[conv_key(chain.cnn, depth - 1)]
+    filters, spatial = last.shape[0], last.dim() - 2
+    weight = last.new_zeros((filters, filters, *([3] * spatial)))
+    centre = (slice(None), slice(None), *([1] * spatial))
+    weight[centre] = torch.eye(filters, dtype=last.dtype, device=last.device)
+    key = conv_key(chain.cnn, depth)
+    state[key], state[bias_of(key)] = weight, last.new_zeros(filters)
+    fresh.update({key, bias_of(key)})
+
+
+def remove_conv_layer(state: State, chain: Chain) -> None:
+    key = conv_key(chain.cnn, conv_depth(state, chain.cnn) - 1)
+    state.pop(key)
+    state.pop(bias_of(key))
 
 
 # -- checks --------------------------------------------------------------------------------------

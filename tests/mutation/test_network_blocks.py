@@ -141,13 +141,39 @@ def test_architecture_changes_reach_every_block_inside_the_limits() -> None:
         assert not settings.check_spec(after, "after", spec), change.describe()
         if change.block == "rnn":
             assert after.units == spec.units and after.cnn == spec.cnn and change.describe().startswith("network rnn")
-        if change.block == "cnn":
+        if change.block == "cnn" and change.changes_network:
             assert after.rnn == spec.rnn and change.layer is not None
-            assert [c.filters for i, c in enumerate(after.cnn) if i != change.layer] == \
-                [c.filters for i, c in enumerate(spec.cnn) if i != change.layer]
+            if change.op in (ADD_UNITS, REMOVE_UNITS):
+                assert [c.filters for i, c in enumerate(after.cnn) if i != change.layer] == \
+                    [c.filters for i, c in enumerate(spec.cnn) if i != change.layer]
         spec = after if change.changes_network else spec
     assert {("rnn", op) for op in (ADD_UNITS, REMOVE_UNITS, ADD_LAYER, REMOVE_LAYER)} <= seen
-    assert {("cnn", ADD_UNITS), ("cnn", REMOVE_UNITS), ("mlp", ADD_UNITS)} <= seen
+    assert {("cnn", ADD_UNITS), ("cnn", REMOVE_UNITS), ("cnn", ADD_LAYER), ("cnn", REMOVE_LAYER),
+            ("mlp", ADD_UNITS)} <= seen
+
+
+def test_only_an_added_or_shape_keeping_last_conv_layer_is_removed() -> None:
+    from pbt.mutation.network_blocks import plan_cnn
+
+    settings = NetworkMutationConfig(min_conv_layers=1, max_conv_layers=2)
+    configured = (ConvSpec(8, 3, 1, 0), ConvSpec(16, 2, 1, 1))  # kernel 2: the shape changes
+    op, _, _, why = plan_cnn(configured, settings, random.Random(0), new_layer=True)
+    assert op == "none" and "max_conv_layers" in why
+    op, layer, grown, _ = plan_cnn(configured[:1], settings, random.Random(0), new_layer=True)
+    assert (op, layer, grown) == ("add_layer", 1, (ConvSpec(8, 3, 1, 0), ConvSpec(8, 3, 1, 1)))
+    op, layer, shrunk, _ = plan_cnn(grown, NetworkMutationConfig(max_conv_layers=2), random.Random(0), True)
+    assert (op, shrunk) == ("remove_layer", configured[:1])
+
+
+@pytest.mark.parametrize("extra, adopted", [((8, 3, 1, 1), True), ((16, 3, 1, 1), True), ((16, 5, 1, 2), False)])
+def test_a_donor_with_an_added_conv_layer_is_adopted_only_if_mutations_could_add_it(extra: Any, adopted: bool) -> None:
+    tracker = own_tracker()
+    own = tracker.spec.to_dict()
+    filters, kernel, stride, padding = extra
+    network = {**own, "cnn_filters": own["cnn_filters"] + [filters], "cnn_kernels": own["cnn_kernels"] + [kernel],
+               "cnn_strides": own["cnn_strides"] + [stride], "cnn_padding": own["cnn_padding"] + [padding]}
+    problem = tracker.settings.check_spec(NetworkSpec.from_dict(network), "donor", tracker.start)
+    assert (not problem) == adopted, problem
 
 
 def test_an_mlp_only_network_draws_as_before() -> None:

@@ -269,3 +269,32 @@ def test_a_record_naming_blocks_its_checkpoint_lacks_is_caught_from_the_shapes(
     assert "has no CNN" in surgery.spec_problem(state, type(spec)(spec.units, spec.activation, spec.rnn,
                                                                   (ConvSpec(8, 3, 1, 0),)))
     assert "has RNN" in surgery.spec_problem(state, type(spec)(spec.units, spec.activation))
+
+
+def conv_layers_change(algo: Any, op: str) -> NetworkChange:
+    before = surgery.current_spec(algo)
+    convs = before.cnn + (ConvSpec(before.cnn[-1].filters, 3, 1, 1),) if op == ADD_LAYER else before.cnn[:-1]
+    after = type(before)(before.units, before.activation, before.rnn, convs)
+    return NetworkChange("architecture", before, after, op, layer=len(before.cnn), seed=5, block="cnn")
+
+
+@pytest.mark.parametrize("variant", sorted(CNNS))
+def test_with_relu_an_added_conv_layer_is_exact_and_removing_it_again_too(tmp_path_factory: pytest.TempPathFactory,
+                                                                        variant: str) -> None:
+    algo = convolutional(tmp_path_factory, variant)
+    obs = observations(algo)
+    before, moments = outputs(algo, obs), adam_states(algo)
+    fresh = surgery.apply_change(algo, conv_layers_change(algo, ADD_LAYER))
+    assert len(surgery.current_spec(algo).cnn) == 3 and "a2c_network.actor_cnn.4.weight" in fresh
+    assert isinstance(algo.model.a2c_network.actor_cnn[4], torch.nn.Conv2d)
+    assert torch.allclose(outputs(algo, obs), before, rtol=0, atol=1e-5)  # relu(identity(relu(x))) = relu(x)
+    check_optimizer(algo, moments, fresh)  # every configured layer keeps its Adam state
+    surgery.apply_change(algo, conv_layers_change(algo, REMOVE_LAYER))  # an identity layer removed: exact
+    assert torch.allclose(outputs(algo, obs), before, rtol=0, atol=1e-5)
+    surgery.apply_change(algo, conv_layers_change(algo, ADD_LAYER))
+    prepared(algo)  # the new layer trains
+    trained = outputs(algo, obs)
+    surgery.apply_change(algo, conv_layers_change(algo, REMOVE_LAYER))
+    assert len(surgery.current_spec(algo).cnn) == 2
+    assert surgery.spec_problem(algo.model.state_dict(), surgery.current_spec(algo)) is None
+    assert 0 < relative_change(trained, outputs(algo, obs))  # a trained layer's removal changes the outputs
