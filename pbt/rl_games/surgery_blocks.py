@@ -260,9 +260,9 @@ def add_conv_layer(state: State, fresh: Set[str], chain: Chain) -> None:
     depth = conv_depth(state, chain.cnn)
     last = state[conv_key(chain.cnn, depth - 1)]
     filters, spatial = last.shape[0], last.dim() - 2
-    weight = last.new_zeros((filters, filters, *([3] * spatial)))
-    centre = (slice(None), slice(None), *([1] * spatial))
-    weight[centre] = torch.eye(filters, dtype=last.dtype, device=last.device)
+    weight = last.new_zeros((filters, filters, 3**spatial))  # the kernel flattened: its centre is 3**spatial // 2
+    weight[:, :, 3**spatial // 2] = torch.eye(filters, dtype=last.dtype, device=last.device)
+    weight = weight.reshape(filters, filters, *([3] * spatial))
     key = conv_key(chain.cnn, depth)
     state[key], state[bias_of(key)] = weight, last.new_zeros(filters)
     fresh.update({key, bias_of(key)})
