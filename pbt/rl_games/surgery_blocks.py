@@ -9,7 +9,8 @@ What each change does to the function the network computes (tests/rl_games/test_
 
 - RNN units widened: new units get random incoming weights (input and recurrent), zero bias and
   ZERO weights into every old unit and every reader: exact (with a zero initial state for them),
-  except under ``rnn.layer_norm``, whose mean and variance then run over the new units too;
+  except under ``rnn.layer_norm``, whose mean and variance then run over the new units too
+  (measured: outputs 20% off after widening 16 to 40 units);
 - RNN units narrowed: per layer, the units with the largest outgoing weights are kept;
 - RNN layer added on top: a near-identity cell (input weights eps*I into the candidate, saturated
   gates, no recurrence) and readers scaled by 1/gain: equal up to O(eps^2) (about 1%), not exact,

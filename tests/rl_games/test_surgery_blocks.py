@@ -298,3 +298,19 @@ def test_with_relu_an_added_conv_layer_is_exact_and_removing_it_again_too(tmp_pa
     assert len(surgery.current_spec(algo).cnn) == 2
     assert surgery.spec_problem(algo.model.state_dict(), surgery.current_spec(algo)) is None
     assert 0 < relative_change(trained, outputs(algo, obs))  # a trained layer's removal changes the outputs
+
+
+def test_under_rnn_layer_norm_widening_is_close_but_not_exact(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """rnn.layer_norm normalizes over every unit, the new ones too (documented as the exception)."""
+    algo = recurrent(tmp_path_factory, "lstm-after", "+train.params.network.rnn.layer_norm=True")
+    assert "a2c_network.layer_norm.weight" in algo.model.state_dict()
+    obs = observations(algo)
+    before = outputs(algo, obs)
+    fresh = surgery.apply_change(algo, rnn_change(algo, ADD_UNITS, 40, 2))
+    assert "a2c_network.layer_norm.weight" in fresh and algo.model.state_dict()["a2c_network.layer_norm.weight"].shape == (40,)
+    change = relative_change(before, outputs(algo, obs))
+    print("layer_norm widening: relative output change", change)
+    assert 0 < change < 1.0
+    surgery.apply_change(algo, rnn_change(algo, REMOVE_UNITS, 16, 2))
+    assert surgery.spec_problem(algo.model.state_dict(), surgery.current_spec(algo)) is None
+    prepared(algo)
