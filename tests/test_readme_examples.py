@@ -165,3 +165,21 @@ def test_trpo_skrl_keys_as_printed(tmp_path: Path) -> None:
     output = run_as_printed(command, tmp_path, {})
     assert "trpo: train.params.config.discount_factor=0.99 is skrl's name of rl_games' gamma" in output
     assert parse_summary(output)["frames"] >= 20000
+
+
+def test_recurrent_network_evolution_as_printed(tmp_path: Path) -> None:
+    """README "Evolving the network": the partially observed Pendulum's LSTM on TRPO under
+    pbt/mutation=agilerl_trpo, both members as printed; their lineage names the LSTM they started with."""
+    command = readme_command("Evolving the network: `pbt/mutation=agilerl`", "agilerl_trpo")
+    workspace = tmp_path / "ws"
+    procs = [subprocess.Popen(as_argv(command, {"pbt.policy_idx": idx, "pbt.workspace": workspace}), cwd=str(tmp_path),
+                              env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for idx in (0, 1)]
+    outputs = [proc.communicate(timeout=600)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+    reader = WorkspaceReader(workspace, 2)
+    for idx in (0, 1):
+        startup = reader.read_lineage(idx)[0]
+        assert startup.mode == "startup", outputs[idx][-2000:]
+        assert {k: startup.network[k] for k in ("rnn", "rnn_units", "rnn_layers")} == \
+            {"rnn": "lstm", "rnn_units": 16, "rnn_layers": 1}, outputs[idx][-2000:]

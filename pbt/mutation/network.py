@@ -2,8 +2,10 @@
 and the pure decision of what changes in a member's network at an explore step.
 
 At every explore step (a member's own mutation, or right after it took a donor's weights) one kind
-is drawn with the configured probabilities: ``none``, ``architecture`` (add or remove a hidden layer
-with probability ``new_layer``, else add or remove units of one layer), ``parameters`` (Gaussian
+is drawn with the configured probabilities: ``none``, ``architecture`` (the MLP, the RNN or the CNN
+block, one drawn among those the network has: add or remove a hidden layer with probability
+``new_layer``, else add or remove units of one layer; :mod:`pbt.mutation.network_blocks` for the
+RNN's and CNN's), ``parameters`` (Gaussian
 noise on a random 10% of the weights), ``activation`` (another allowed activation) or
 ``hyperparameters`` (the hyperparameter scheme mutates as usual; only this kind changes them).
 This module only decides; the torch surgery that carries a change out on an rl_games network is in
@@ -19,6 +21,22 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError, did_you_mean
 from pbt.keys import get_by_key, has_key
+from pbt.mutation.network_blocks import (
+    MAX_CONVS,
+    MAX_WIDTH,
+    ConvSpec,
+    RnnSpec,
+    blocks_describe,
+    blocks_overrides,
+    blocks_to_flat,
+    check_blocks,
+    cnn_from_config,
+    cnn_from_flat,
+    plan_cnn,
+    plan_rnn,
+    rnn_from_config,
+    rnn_from_flat,
+)
 
 NETWORK_KEY = "train.params.network"
 UNITS_KEY = NETWORK_KEY + ".mlp.units"
@@ -55,14 +73,17 @@ MAX_UNITS = 1 << 16
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    """The mutable part of an rl_games ``actor_critic`` MLP: hidden units per layer and activation.
-    Shared or separate actor and critic both use it (the critic's MLP mirrors the actor's)."""
+    """The mutable part of an rl_games ``actor_critic`` network: the MLP's hidden units per layer and
+    activation, the ``rnn`` block (None: none) and the ``cnn`` block's conv layers (empty: none).
+    Shared or separate actor and critic both use it (the critic's blocks mirror the actor's)."""
 
     units: Tuple[int, ...]
     activation: str
+    rnn: Optional[RnnSpec] = None
+    cnn: Tuple[ConvSpec, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"units": list(self.units), "activation": self.activation}
+        return {"units": list(self.units), "activation": self.activation, **blocks_to_flat(self.rnn, self.cnn)}
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "network") -> "NetworkSpec":
@@ -80,14 +101,14 @@ class NetworkSpec:
             )
         if activation not in ACTIVATIONS:
             raise ValueError(f"{source}.activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r:.40}")
-        return cls(tuple(units), str(activation))
+        return cls(tuple(units), str(activation), rnn_from_flat(data, source), cnn_from_flat(data, source))
 
     def overrides(self) -> Dict[str, Any]:
         """The config keys (Hydra overrides) that build this network."""
-        return {UNITS_KEY: list(self.units), ACTIVATION_KEY: self.activation}
+        return {UNITS_KEY: list(self.units), ACTIVATION_KEY: self.activation, **blocks_overrides(self.rnn, self.cnn)}
 
     def describe(self) -> str:
-        return f"{list(self.units)} {self.activation}"
+        return f"{list(self.units)} {self.activation}{blocks_describe(self.rnn, self.cnn)}"
 
 
 @dataclass(frozen=True)
@@ -102,7 +123,10 @@ class NetworkChange:
     op: str = NONE
     """none, add_layer, remove_layer, add_units, remove_units, activation or parameters."""
     layer: Optional[int] = None
-    """The hidden layer changed (add_layer: the index of the new layer)."""
+    """The hidden layer changed (add_layer: the index of the new layer; cnn: the conv layer)."""
+    block: str = "mlp"
+    """The block an architecture change changes: mlp, rnn (units of every layer, or its top layer)
+    or cnn (filters of conv layer ``layer``)."""
     seed: int = 0
     """Seed of the torch generator that draws new weights and noise (reproducible changes)."""
     mutation_sd: float = 0.1
@@ -118,7 +142,8 @@ class NetworkChange:
             return f"network kept ({self.kind}{': ' + self.why if self.why else ''})"
         if self.op == PARAMETERS:
             return f"parameter noise (mutation_sd {self.mutation_sd:g}) on {self.after.describe()}"
-        return f"network {self.op} {self.before.describe()} -> {self.after.describe()}"
+        block = "" if self.block == "mlp" else self.block + " "
+        return f"network {block}{self.op} {self.before.describe()} -> {self.after.describe()}"
 
 
 def _probability(name: str, value: Any) -> float:
@@ -169,6 +194,26 @@ class NetworkMutationConfig:
     """How many units an add/remove-units change moves (one drawn), clamped to the limits."""
     activations: Tuple[str, ...] = ("relu", "elu", "tanh")
     """The activations an activation change chooses from."""
+    min_rnn_units: int = 8
+    """Fewest hidden units of the ``rnn`` block (an architecture change picks the MLP, the RNN or the
+    CNN with equal probability, among those the network has; RNN units move by ``unit_changes``)."""
+    max_rnn_units: int = 1024
+    """Most hidden units of the ``rnn`` block."""
+    min_rnn_layers: int = 1
+    """Fewest layers of the ``rnn`` block."""
+    max_rnn_layers: int = 2
+    """Most layers of the ``rnn`` block (a layer is added or removed with probability ``new_layer``)."""
+    min_filters: int = 4
+    """Fewest filters of a conv layer of the ``cnn`` block."""
+    max_filters: int = 256
+    """Most filters of a conv layer of the ``cnn`` block."""
+    filter_changes: Tuple[int, ...] = (4, 8, 16)
+    """How many filters an add/remove-filters change moves (one drawn), clamped to the limits."""
+    min_conv_layers: int = 1
+    """Fewest conv layers of the ``cnn`` block (with probability ``new_layer`` a CNN change adds a last
+    3x3 identity conv layer, or removes a last conv layer that keeps its input's shape)."""
+    max_conv_layers: int = 4
+    """Most conv layers of the ``cnn`` block."""
 
     def __post_init__(self) -> None:
         probabilities = {name: _probability(name, getattr(self, name)) for name in KINDS}
@@ -197,13 +242,24 @@ class NetworkMutationConfig:
                 f"pbt.network_mutation: min_units={low_units} and max_units={high_units} must "
                 f"satisfy 1 <= min_units <= max_units <= {MAX_UNITS}."
             )
-        if not self.unit_changes or any(
-            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.unit_changes
+        for low, high, limit in (
+            ("min_rnn_units", "max_rnn_units", MAX_WIDTH),
+            ("min_rnn_layers", "max_rnn_layers", 16),
+            ("min_filters", "max_filters", MAX_WIDTH),
+            ("min_conv_layers", "max_conv_layers", MAX_CONVS),
         ):
-            raise ConfigError(
-                f"pbt.network_mutation.unit_changes={list(self.unit_changes)!r} must be a non-empty "
-                "list of whole numbers >= 1, e.g. [16, 32, 64]."
-            )
+            if not 1 <= _count(low, getattr(self, low), 1) <= _count(high, getattr(self, high), 1) <= limit:
+                raise ConfigError(
+                    f"pbt.network_mutation: {low}={getattr(self, low)} and {high}={getattr(self, high)} must "
+                    f"satisfy 1 <= {low} <= {high} <= {limit}."
+                )
+        for name in ("unit_changes", "filter_changes"):
+            steps = getattr(self, name)
+            if not steps or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in steps):
+                raise ConfigError(
+                    f"pbt.network_mutation.{name}={list(steps)!r} must be a non-empty "
+                    "list of whole numbers >= 1, e.g. [16, 32, 64]."
+                )
         if not self.activations:
             raise ConfigError(
                 f"pbt.network_mutation.activations is empty: list at least one of {', '.join(ACTIVATIONS)}."
@@ -219,8 +275,9 @@ class NetworkMutationConfig:
     def probabilities(self) -> List[Tuple[str, float]]:
         return [(name, float(getattr(self, name))) for name in KINDS]
 
-    def check_spec(self, spec: NetworkSpec, what: str) -> List[str]:
-        """Why ``spec`` lies outside these limits (empty: inside)."""
+    def check_spec(self, spec: NetworkSpec, what: str, reference: Optional[NetworkSpec] = None) -> List[str]:
+        """Why ``spec`` lies outside these limits or, with ``reference`` (the member's own starting
+        network), differs from it in a part that never mutates (empty: inside)."""
         problems: List[str] = []
         if not self.min_layers <= len(spec.units) <= self.max_layers:
             problems.append(
@@ -234,10 +291,10 @@ class NetworkMutationConfig:
             )
         if spec.activation not in self.activations:
             problems.append(f"{what} uses activation {spec.activation!r}, not in activations {list(self.activations)}")
-        return problems
+        return problems + check_blocks(self, spec.rnn, spec.cnn, reference, what)
 
 
-_LIST_FIELDS = ("unit_changes", "activations")
+_LIST_FIELDS = ("unit_changes", "activations", "filter_changes")
 
 
 def to_network_mutation(name: str, value: Any) -> Optional[NetworkMutationConfig]:
@@ -277,12 +334,7 @@ def spec_from_config(cfg: Mapping[str, Any]) -> NetworkSpec:
             f"pbt.network_mutation mutates rl_games' actor_critic MLP networks; {NETWORK_KEY}.name is "
             f"{name!r}. Use pbt/mutation=default for other networks."
         )
-    for unsupported in ("rnn", "cnn"):
-        if network.get(unsupported):
-            raise ConfigError(
-                f"pbt.network_mutation does not support {NETWORK_KEY}.{unsupported} (only plain MLPs): "
-                "remove it or use pbt/mutation=default."
-            )
+    rnn, cnn = rnn_from_config(network), cnn_from_config(network)
     compiled = (
         get_by_key(cfg, "train.params.config.torch_compile")
         if has_key(cfg, "train.params.config.torch_compile")
@@ -305,11 +357,12 @@ def spec_from_config(cfg: Mapping[str, Any]) -> NetworkSpec:
             "pbt/mutation=default."
         )
     try:
-        return NetworkSpec.from_dict(
+        spec = NetworkSpec.from_dict(
             {"units": list(mlp.get("units") or []), "activation": mlp.get("activation")}, NETWORK_KEY + ".mlp"
         )
     except ValueError as exc:
         raise ConfigError(f"pbt.network_mutation cannot mutate this network: {exc}.") from None
+    return NetworkSpec(spec.units, spec.activation, rnn, cnn)
 
 
 def validate_start(settings: NetworkMutationConfig, cfg: Mapping[str, Any]) -> NetworkSpec:
@@ -344,6 +397,10 @@ def plan_change(spec: NetworkSpec, kind: str, settings: NetworkMutationConfig, r
     seed = rng.getrandbits(31)
     sd = float(settings.mutation_sd)
     if kind == ARCHITECTURE:
+        blocks = ["mlp"] + (["rnn"] if spec.rnn is not None else []) + (["cnn"] if spec.cnn else [])
+        block = blocks[0] if len(blocks) == 1 else rng.choice(blocks)  # MLP-only: the draws as before
+        if block != "mlp":
+            return _block_change(spec, block, settings, rng, seed, sd)
         if rng.random() < settings.new_layer:
             return _layer_change(spec, settings, rng, seed, sd)
         return _units_change(spec, settings, rng, seed, sd)
@@ -351,11 +408,27 @@ def plan_change(spec: NetworkSpec, kind: str, settings: NetworkMutationConfig, r
         others = [name for name in settings.activations if name != spec.activation]
         if not others:
             return NetworkChange(kind, spec, spec, seed=seed, mutation_sd=sd, why="no other allowed activation")
-        new = NetworkSpec(spec.units, rng.choice(others))
+        new = dataclasses.replace(spec, activation=rng.choice(others))
         return NetworkChange(kind, spec, new, ACTIVATION, seed=seed, mutation_sd=sd)
     if kind == PARAMETERS:
         return NetworkChange(kind, spec, spec, PARAMETERS, seed=seed, mutation_sd=sd)
     return NetworkChange(kind, spec, spec, seed=seed, mutation_sd=sd)
+
+
+def _block_change(
+    spec: NetworkSpec, block: str, settings: NetworkMutationConfig, rng: random.Random, seed: int, sd: float
+) -> NetworkChange:
+    layer: Optional[int] = None
+    if block == "rnn":
+        assert spec.rnn is not None
+        op, rnn, why = plan_rnn(spec.rnn, settings, rng, rng.random() < settings.new_layer)
+        after = spec if rnn is None else dataclasses.replace(spec, rnn=rnn)
+    else:
+        op, layer, cnn, why = plan_cnn(spec.cnn, settings, rng, rng.random() < settings.new_layer)
+        after = dataclasses.replace(spec, cnn=cnn)
+    if op == NONE:
+        return NetworkChange(ARCHITECTURE, spec, spec, seed=seed, mutation_sd=sd, why=why, block=block)
+    return NetworkChange(ARCHITECTURE, spec, after, op, layer=layer, seed=seed, mutation_sd=sd, block=block)
 
 
 def _layer_change(
@@ -369,9 +442,9 @@ def _layer_change(
         )
     add = can_add if not (can_add and can_remove) else rng.random() < 0.5
     if add:  # a new last hidden layer as wide as the current last one (AgileRL's choice)
-        new = NetworkSpec(tuple(units + [units[-1]]), spec.activation)
+        new = dataclasses.replace(spec, units=tuple(units + [units[-1]]))
         return NetworkChange(ARCHITECTURE, spec, new, ADD_LAYER, layer=len(units), seed=seed, mutation_sd=sd)
-    new = NetworkSpec(tuple(units[:-1]), spec.activation)
+    new = dataclasses.replace(spec, units=tuple(units[:-1]))
     return NetworkChange(ARCHITECTURE, spec, new, REMOVE_LAYER, layer=len(units) - 1, seed=seed, mutation_sd=sd)
 
 
@@ -391,7 +464,7 @@ def _units_change(
     op, count = options[0] if len(options) == 1 else options[0 if rng.random() < 0.5 else 1]
     units[layer] = count
     return NetworkChange(
-        ARCHITECTURE, spec, NetworkSpec(tuple(units), spec.activation), op, layer=layer, seed=seed, mutation_sd=sd
+        ARCHITECTURE, spec, dataclasses.replace(spec, units=tuple(units)), op, layer=layer, seed=seed, mutation_sd=sd
     )
 
 
@@ -412,6 +485,8 @@ class NetworkTracker:
     def __init__(self, settings: NetworkMutationConfig, spec: NetworkSpec) -> None:
         self.settings = settings
         self.spec = spec
+        self.start = spec
+        """The configured network: a peer's differs from it only in what mutates (its RNN cell, kernels...)."""
         self.parameters: Optional[int] = None
         self.kind: Optional[str] = None
         self.change: Optional[NetworkChange] = None
@@ -426,7 +501,7 @@ class NetworkTracker:
     def within_limits(self, spec: Optional[NetworkSpec], what: str) -> Optional[NetworkSpec]:
         """``spec`` when it lies inside this member's configured limits (max_units, max_layers,
         activations: a peer's record never makes it build a larger network); else None, logged."""
-        problems = [] if spec is None else self.settings.check_spec(spec, what)
+        problems = [] if spec is None else self.settings.check_spec(spec, what, self.start)
         if problems:
             logger.warning("not adopting %s: %s", what, "; ".join(problems))
             return None
@@ -440,7 +515,7 @@ class NetworkTracker:
             spec = NetworkSpec.from_dict(saved, "network")
         except ValueError as exc:
             return f"{source} holds an invalid network ({exc})"
-        problems = self.settings.check_spec(spec, f"{source}'s network")
+        problems = self.settings.check_spec(spec, f"{source}'s network", self.start)
         if problems:
             return "; ".join(problems)
         self.spec = spec

@@ -1,4 +1,5 @@
-"""Network surgery on rl_games ``actor_critic`` MLPs: carry out a :class:`pbt.mutation.network.NetworkChange`
+"""Network surgery on rl_games ``actor_critic`` networks (the MLP here, the RNN and CNN blocks in
+:mod:`pbt.rl_games.surgery_blocks`): carry out a :class:`pbt.mutation.network.NetworkChange`
 on a model's weights and its optimizer, keeping what was learned.
 
 Everything here works on state_dicts (plain name -> tensor mappings), so one code path serves the
@@ -42,6 +43,20 @@ from pbt.mutation.network import (
     SUPER_SCALE,
     NetworkChange,
     NetworkSpec,
+)
+from pbt.mutation.network_blocks import cnn_from_config, rnn_from_config
+from pbt.rl_games.surgery_blocks import (
+    add_conv_layer,
+    add_rnn_layer,
+    bias_of,
+    blocks_problem,
+    chain_parts,
+    map_hidden,
+    remove_conv_layer,
+    remove_rnn_layer,
+    resize_conv,
+    resize_rnn,
+    rnn_key,
 )
 
 log = logging.getLogger(__name__)
@@ -97,18 +112,34 @@ def spec_problem(model_state: Any, spec: NetworkSpec) -> Optional[str]:
             shape = tuple(getattr(model_state[hidden_key(chain, layer)], "shape", ()))
             if len(shape) != 2 or shape[0] != units:
                 return f"its {chain} layer {layer} has shape {shape}, the network {spec.describe()} {units} units"
-    return None
+    return blocks_problem(model_state, spec)
 
 
-def consumers(state: Mapping[str, Any], chain: str, layer: int, separate: bool) -> List[str]:
+def mlp_readers(state: Mapping[str, Any], chain: str, separate: bool, before_mlp: bool) -> List[str]:
+    """Weight keys that read the last hidden layer of ``chain``: the RNN after the MLP, else the heads."""
+    rnn = rnn_key(chain_parts(chain, separate).rnn, "weight_ih", 0)
+    return [rnn] if not before_mlp and rnn in state else heads(state, chain, separate)
+
+
+def rnn_readers(state: Mapping[str, Any], chain: str, separate: bool, before_mlp: bool) -> List[str]:
+    """Weight keys that read the RNN's output: the MLP after the RNN, else the heads."""
+    return [hidden_key(chain, 0)] if before_mlp else heads(state, chain, separate)
+
+
+def cnn_readers(state: Mapping[str, Any], chain: str, separate: bool, before_mlp: bool) -> List[str]:
+    """Weight keys that read the CNN's flattened output: the RNN before the MLP, else the MLP."""
+    rnn = rnn_key(chain_parts(chain, separate).rnn, "weight_ih", 0)
+    return [rnn] if before_mlp and rnn in state else [hidden_key(chain, 0)]
+
+
+def consumers(state: Mapping[str, Any], chain: str, layer: int, separate: bool, before_mlp: bool = False) -> List[str]:
     """Weight keys that read hidden layer ``layer``'s output."""
     if layer + 1 < chain_depth(state, chain):
         return [hidden_key(chain, layer + 1)]
-    return heads(state, chain, separate)
+    return mlp_readers(state, chain, separate, before_mlp)
 
 
-def _bias(key: str) -> str:
-    return key[: -len("weight")] + "bias"
+_bias = bias_of
 
 
 def _new_rows(rows: int, fan_in: int, like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -117,36 +148,69 @@ def _new_rows(rows: int, fan_in: int, like: torch.Tensor, gen: torch.Generator) 
     return (torch.rand((rows, fan_in), generator=gen, dtype=like.dtype) * 2 - 1).mul_(bound).to(like.device)
 
 
-def transform_state(state: Mapping[str, torch.Tensor], change: NetworkChange, separate: bool) -> Tuple[State, Set[str]]:
+def transform_state(
+    state: Mapping[str, torch.Tensor],
+    change: NetworkChange,
+    separate: bool,
+    before_mlp: bool = False,
+    hidden: Optional[Dict[str, Any]] = None,
+) -> Tuple[State, Set[str]]:
     """(the model state_dict after ``change``, the keys whose optimizer state starts fresh).
 
     ``state`` is a model state_dict (``algo.model.state_dict()``: normalizers included, never
-    changed). Pure: ``state`` is not modified; the random draws come from ``change.seed``.
+    changed); ``before_mlp``: rl_games' ``rnn.before_mlp``. Pure: ``state`` is not modified; the
+    random draws come from ``change.seed``. ``hidden`` receives, per RNN, how its hidden state maps.
     """
     new: State = {k: v.detach().clone() for k, v in state.items()}
     fresh: Set[str] = set()
     gen = torch.Generator().manual_seed(int(change.seed))
     op = change.op
     for chain in chains(new):
-        if op in (ADD_UNITS, REMOVE_UNITS):
+        parts = chain_parts(chain, separate)
+        if change.block == "rnn" and op != PARAMETERS and change.after.rnn is not None:
+            readers = rnn_readers(new, chain, separate, before_mlp)
+            if op in (ADD_UNITS, REMOVE_UNITS):
+                keeps = resize_rnn(new, fresh, parts, readers, change.after.rnn.units, gen)
+                if hidden is not None:
+                    hidden[parts.rnn] = keeps
+            elif op == ADD_LAYER:
+                add_rnn_layer(new, fresh, parts, readers)
+            elif op == REMOVE_LAYER:
+                remove_rnn_layer(new, parts)
+        elif change.block == "cnn" and op in (ADD_UNITS, REMOVE_UNITS):
             assert change.layer is not None
-            _resize(new, fresh, chain, change.layer, change.after.units[change.layer], separate, gen)
+            filters = change.after.cnn[change.layer].filters
+            resize_conv(new, fresh, parts, change.layer, filters, cnn_readers(new, chain, separate, before_mlp), gen)
+        elif change.block == "cnn" and op == ADD_LAYER:
+            add_conv_layer(new, fresh, parts)
+        elif change.block == "cnn" and op == REMOVE_LAYER:
+            remove_conv_layer(new, parts)
+        elif op in (ADD_UNITS, REMOVE_UNITS):
+            assert change.layer is not None
+            _resize(new, fresh, chain, change.layer, change.after.units[change.layer], separate, before_mlp, gen)
         elif op == ADD_LAYER:
             _add_layer(new, fresh, chain)
         elif op == REMOVE_LAYER:
-            _remove_layer(new, fresh, chain, separate, change.before.activation, gen)
+            _remove_layer(new, fresh, chain, separate, before_mlp, change.before.activation, gen)
     if op == PARAMETERS:
         _perturb(new, gen, change.mutation_sd)
     return new, fresh
 
 
 def _resize(
-    state: State, fresh: Set[str], chain: str, layer: int, units: int, separate: bool, gen: torch.Generator
+    state: State,
+    fresh: Set[str],
+    chain: str,
+    layer: int,
+    units: int,
+    separate: bool,
+    before_mlp: bool,
+    gen: torch.Generator,
 ) -> None:
     key = hidden_key(chain, layer)
     weight, bias = state[key], state[_bias(key)]
     old = weight.shape[0]
-    readers = consumers(state, chain, layer, separate)
+    readers = consumers(state, chain, layer, separate, before_mlp)
     if units > old:
         state[key] = torch.cat([weight, _new_rows(units - old, weight.shape[1], weight, gen)], 0)
         state[_bias(key)] = torch.cat([bias, bias.new_zeros(units - old)])
@@ -187,7 +251,7 @@ FOLD_SAMPLES = 4096
 
 
 def _remove_layer(
-    state: State, fresh: Set[str], chain: str, separate: bool, activation: str, gen: torch.Generator
+    state: State, fresh: Set[str], chain: str, separate: bool, before_mlp: bool, activation: str, gen: torch.Generator
 ) -> None:
     """Fold the last hidden layer into the heads, its activation replaced by its least-squares line
     per unit, act(z) ~ a + d z, fitted over standard-normal inputs (what rl_games' input normalizer
@@ -211,7 +275,7 @@ def _remove_layer(
     )
     offset = out.mean(0) - slope * z.mean(0)
     slope, offset = slope.to(weight.dtype), offset.to(weight.dtype)
-    for head in heads(state, chain, separate):
+    for head in mlp_readers(state, chain, separate, before_mlp):
         head_weight = state[head]
         state[head] = head_weight @ (slope[:, None] * weight)
         if _bias(head) in state:
@@ -221,12 +285,12 @@ def _remove_layer(
 
 
 def _perturb(state: State, gen: torch.Generator, sd: float) -> None:
-    """AgileRL's parameter mutation on every weight matrix of the network (not biases, not the
+    """AgileRL's parameter mutation on every weight tensor of the network (not biases, not the
     normalizers, which live outside ``a2c_network``)."""
     for key in sorted(state):
         tensor = state[key]
-        if not key.startswith(NET) or not key.endswith(".weight") or tensor.dim() != 2:
-            continue
+        if not key.startswith(NET) or not key.rpartition(".")[2].startswith("weight") or tensor.dim() < 2:
+            continue  # weight matrices, conv kernels and RNN weights; biases and LayerNorm gains kept
         flat = tensor.flatten().clone()
         count = max(1, int(math.ceil(PARAMETER_FRACTION * flat.numel())))
         index = torch.randperm(flat.numel(), generator=gen)[:count].to(flat.device)
@@ -258,12 +322,29 @@ def builder_of(algo: Any) -> Any:
 
 
 def current_spec(algo: Any) -> NetworkSpec:
-    mlp = builder_of(algo).params["mlp"]
-    return NetworkSpec(tuple(int(u) for u in mlp["units"]), str(mlp["activation"]))
+    params = builder_of(algo).params
+    mlp = params["mlp"]
+    units = tuple(int(u) for u in mlp["units"])
+    return NetworkSpec(units, str(mlp["activation"]), rnn_from_config(params), cnn_from_config(params))
 
 
 def is_separate(algo: Any) -> bool:
     return bool(builder_of(algo).params.get("separate", False))
+
+
+def is_before_mlp(algo: Any) -> bool:
+    rnn = builder_of(algo).params.get("rnn")
+    return bool(isinstance(rnn, Mapping) and rnn.get("before_mlp", False))
+
+
+def _set_params(params: Dict[str, Any], spec: NetworkSpec) -> None:
+    """The builder's params describing ``spec``."""
+    params["mlp"]["units"] = list(spec.units)
+    params["mlp"]["activation"] = spec.activation
+    if spec.rnn is not None and isinstance(params.get("rnn"), dict):
+        params["rnn"]["units"], params["rnn"]["layers"] = spec.rnn.units, spec.rnn.layers
+    if spec.cnn and isinstance(params.get("cnn"), dict):
+        params["cnn"]["convs"] = [c.to_config() for c in spec.cnn]
 
 
 def build_model(algo: Any, spec: NetworkSpec) -> torch.nn.Module:
@@ -271,8 +352,7 @@ def build_model(algo: Any, spec: NetworkSpec) -> torch.nn.Module:
     The builder keeps describing the agent's current network."""
     builder = builder_of(algo)
     params = copy.deepcopy(builder.params)
-    params["mlp"]["units"] = list(spec.units)
-    params["mlp"]["activation"] = spec.activation
+    _set_params(params, spec)
     kept = builder.params
     builder.params = params
     try:
@@ -308,9 +388,24 @@ def _install(
     if getattr(algo, "normalize_value", False) and not getattr(algo, "has_central_value", False):
         algo.value_mean_std = model.value_mean_std
     _model_changed(algo)
-    builder = builder_of(algo)
-    builder.params["mlp"]["units"] = list(spec.units)
-    builder.params["mlp"]["activation"] = spec.activation
+    _set_params(builder_of(algo).params, spec)
+    if getattr(algo, "is_rnn", False):  # rl_games' ModelA2C*: zeros shaped as the new RNN's states
+        default: Callable[[], List[torch.Tensor]] = getattr(model, "get_default_rnn_state")  # noqa: B009
+        _set_hidden(algo, [s.to(algo.ppo_device) for s in default()], keep_if_same=True)
+
+
+def _set_hidden(algo: Any, states: List[torch.Tensor], keep_if_same: bool = False) -> None:
+    """The agent's RNN hidden states (and the rollout's per-sequence copies, re-allocated when
+    their shape changes: they are filled at the start of each sequence)."""
+    old = getattr(algo, "rnn_states", None)
+    if keep_if_same and old is not None and [tuple(s.shape) for s in old] == [tuple(s.shape) for s in states]:
+        return
+    algo.rnn_states = states
+    buffers = getattr(algo, "mb_rnn_states", None)
+    if buffers is not None:
+        algo.mb_rnn_states = [
+            mb.new_zeros((mb.shape[0], s.shape[0], mb.shape[2], s.shape[2])) for mb, s in zip(buffers, states)
+        ]
 
 
 def apply_change(algo: Any, change: NetworkChange) -> Set[str]:
@@ -319,7 +414,9 @@ def apply_change(algo: Any, change: NetworkChange) -> Set[str]:
     parameter names whose optimizer state starts fresh."""
     refuse_unsupported(algo)
     old_model, old_optimizer = algo.model, algo.optimizer
-    state, fresh = transform_state(old_model.state_dict(), change, is_separate(algo))
+    old_hidden = list(getattr(algo, "rnn_states", None) or [])
+    hidden: Dict[str, Any] = {}
+    state, fresh = transform_state(old_model.state_dict(), change, is_separate(algo), is_before_mlp(algo), hidden)
     model = build_model(algo, change.after)
     model.load_state_dict(state)
     old_params = dict(old_model.named_parameters())
@@ -334,6 +431,8 @@ def apply_change(algo: Any, change: NetworkChange) -> Set[str]:
                 optimizer.state[param] = {k: v.clone() if torch.is_tensor(v) else v for k, v in old_state.items()}
 
     _install(algo, model, change.after, carry)
+    if change.block == "rnn" and old_hidden and change.after.rnn is not None:
+        _carry_hidden(algo, change, old_hidden, hidden)
     log.info(
         "network: %s (%d parameters; optimizer state fresh for %s)",
         change.describe(),
@@ -341,6 +440,17 @@ def apply_change(algo: Any, change: NetworkChange) -> Set[str]:
         ", ".join(sorted(fresh)) or "none",
     )
     return fresh
+
+
+def _carry_hidden(algo: Any, change: NetworkChange, old: List[torch.Tensor], hidden: Dict[str, Any]) -> None:
+    """The agent's hidden states mapped through an RNN change (new units start at zero), so that
+    the episodes under way go on as the widened network computes them."""
+    assert change.after.rnn is not None
+    rnns = ["a_rnn", "c_rnn"] if is_separate(algo) else ["rnn"]
+    per = len(old) // len(rnns)  # LSTM: (h, c) per RNN; GRU: (h,)
+    units = change.after.rnn.units
+    mapped = [map_hidden(s, change.op, hidden.get(rnns[i // per]), units) for i, s in enumerate(old)]
+    _set_hidden(algo, mapped)
 
 
 def adopt(algo: Any, spec: NetworkSpec) -> None:
@@ -357,12 +467,15 @@ def swap_in(algo: Any, spec: NetworkSpec) -> Callable[[], None]:
     builder settings back (a donor whose checkpoint turns out not to fit)."""
     builder = builder_of(algo)
     kept = (algo.model, algo.optimizer, copy.deepcopy(builder.params), getattr(algo, "value_mean_std", None))
+    hidden = (getattr(algo, "rnn_states", None), getattr(algo, "mb_rnn_states", None))
     adopt(algo, spec)
 
     def undo() -> None:
         algo.model, algo.optimizer, builder.params = kept[0], kept[1], kept[2]
         if kept[3] is not None:
             algo.value_mean_std = kept[3]
+        if hidden[0] is not None:
+            algo.rnn_states, algo.mb_rnn_states = hidden
         _model_changed(algo)
         log.info("network: back to %s", current_spec(algo).describe())
 

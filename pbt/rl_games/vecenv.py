@@ -28,7 +28,8 @@ class TaskVecEnv(IVecEnv):
         num_obs, num_actions = int(task.num_obs), int(task.num_actions)
         obs_space = getattr(task, "observation_space", None)
         act_space = getattr(task, "action_space", None)
-        self.observation_space = obs_space or gym.spaces.Box(-np.inf, np.inf, (num_obs,), dtype=np.float32)
+        shape = tuple(getattr(task, "obs_shape", None) or (num_obs,))  # an image task: (height, width, channels)
+        self.observation_space = obs_space or gym.spaces.Box(-np.inf, np.inf, shape, dtype=np.float32)
         self.action_space = act_space or gym.spaces.Box(-1.0, 1.0, (num_actions,), dtype=np.float32)
 
     def step(self, actions: torch.Tensor) -> Tuple[Any, torch.Tensor, torch.Tensor, Dict[str, Any]]:

@@ -31,6 +31,7 @@ BUILTIN_TASKS: Dict[str, str] = {
     "Pendulum": "pbt.tasks.pendulum:Pendulum",
     "Cartpole": "pbt.tasks.cartpole:Cartpole",
     "Reacher": "pbt.tasks.reacher:Reacher",
+    "PendulumImage": "pbt.tasks.pendulum_image:PendulumImage",
 }
 
 #: config-group options under configs/task/ that stand for a family of tasks, keyed by prefix.

@@ -77,8 +77,9 @@ def run_episodes(agent: Any, episodes: int, objective_key: str, max_steps: int =
     from pbt.rl_games.vecenv import EPISODE_RETURN_KEY
 
     agent.model.eval()
-    if getattr(agent, "is_rnn", False):
-        raise ConfigError("pbt.play does not support recurrent policies yet; evaluate them with rl_games' player.")
+    recurrent = bool(getattr(agent, "is_rnn", False))
+    if recurrent:  # hidden states start at zero and restart at zero with each env's new episode
+        agent.rnn_states = [s.to(agent.ppo_device) for s in agent.model.get_default_rnn_state()]
     num_envs = int(agent.num_actors)
     finished = [0] * num_envs
     returns: List[float] = []
@@ -92,10 +93,15 @@ def run_episodes(agent: Any, episodes: int, objective_key: str, max_steps: int =
                     f"only {len(returns)} of {episodes} episodes ended within {max_steps} steps of {num_envs} envs. "
                     "Ask for fewer episodes (episodes=K) or check the task's episode length."
                 )
-            actions = agent.get_action_values(obs)["mus"]
-            obs, _, dones, infos = agent.env_step(actions)
+            values = agent.get_action_values(obs)
+            if recurrent:
+                agent.rnn_states = values["rnn_states"]
+            obs, _, dones, infos = agent.env_step(values["mus"])
             steps += 1
             done = dones.reshape(-1).nonzero(as_tuple=False).reshape(-1).tolist()
+            if recurrent and done:
+                for state in agent.rnn_states:
+                    state[:, done, :] = 0.0
             if not done:
                 continue
             episode_returns = _per_env(infos.get(EPISODE_RETURN_KEY)) if isinstance(infos, dict) else None

@@ -50,18 +50,21 @@ class TimedChange:
     before: Dict[str, Any]
 
 
-def _plain_value(value: Any, where: str) -> Any:
+def _plain_value(value: Any, where: str, in_list: bool = False) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
     if isinstance(value, list) and len(value) <= 64:  # a list-valued key (an evolved network's units)
-        return [_plain_value(item, f"{where}[{index}]") for index, item in enumerate(value)]
+        return [_plain_value(item, f"{where}[{index}]", True) for index, item in enumerate(value)]
+    if in_list and isinstance(value, Mapping) and len(value) <= 16 and all(isinstance(k, str) for k in value):
+        # a list of small mappings: an evolved CNN's train.params.network.cnn.convs
+        return {k: _plain_value(v, f"{where}[{k!r:.40}]", True) for k, v in value.items()}
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ConfigError(f"{where} is {value}; a schedule holds finite numbers. Fix the schedule file.")
         return value
     raise ConfigError(
         f"{where} has type {type(value).__name__}; a schedule holds numbers, strings, booleans and "
-        "short lists of them only."
+        "short lists of them (and of small mappings: a CNN's convs) only."
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.keys import short_keys
+from pbt.mutation.network import network_of
 from pbt.storage import LineageEntry
 from pbt.storage.local import atomic_write_bytes
 from pbt.storage.reader import resolved
@@ -132,7 +133,12 @@ def network_rows(snapshot: Snapshot) -> List[List[str]]:
             network = entry.network
             if not network:
                 continue
-            shape = (tuple(network.get("units") or ()), network.get("activation"))
+            spec = network_of(network)  # with the RNN and CNN blocks, when the record's network is valid
+            shape = (
+                spec.describe()
+                if spec is not None
+                else f"{list(network.get('units') or ())} {network.get('activation')}"
+            )
             if shape != last:
                 rows.append(
                     [
@@ -140,7 +146,7 @@ def network_rows(snapshot: Snapshot) -> List[List[str]]:
                         str(entry.frame),
                         str(entry.iteration),
                         "startup" if entry.is_startup else entry.action,
-                        f"{list(shape[0])} {shape[1]}",
+                        shape,
                         display_value(network.get("parameters")),
                     ]
                 )

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from pbt.errors import PbtError, WorkspaceError
 from pbt.keys import short_keys
+from pbt.mutation.network import network_of
 from pbt.storage import LineageEntry
 from pbt.storage.reader import workspace_location
 from pbt.tools.display import display_value, format_age, format_frames, printable
@@ -63,8 +64,9 @@ def _network(view: Any) -> str:
     network = entry.network if entry is not None and entry.network else (record.network if record else None)
     if not network:
         return ""
-    count = network.get("parameters")
-    return f"{network.get('units')} {network.get('activation')}" + (f" {format_frames(count)}" if count else "")
+    count, spec = network.get("parameters"), network_of(network)
+    shape = spec.describe() if spec is not None else f"{network.get('units')} {network.get('activation')}"
+    return shape + (f" {format_frames(count)}" if count else "")
 
 
 _SUBPOPULATION = re.compile(r"sub-population (\d+) \(frequency (\d+)")

@@ -179,7 +179,7 @@ def test_parse_task_accepts_every_form(value: str, option: str, name: str, kind:
 @pytest.mark.parametrize(
     "value, expected",
     [
-        ("Pendulm", "Did you mean 'Pendulum'?"),
+        ("Pendulm", "Did you mean one of: 'Pendulum', 'PendulumImage'?"),
         ("cartpole", "Did you mean 'Cartpole'?"),
         ("envpool/", "missing the task name after 'envpool/'"),
         ("isaacgym/", "missing the task name after 'isaacgym/'"),
@@ -215,7 +215,7 @@ def test_rewrite_task_overrides(argv: list, expected: list) -> None:
 
 
 def test_rewrite_refuses_an_unknown_task_before_hydra() -> None:
-    with pytest.raises(TaskError, match="Unknown task 'Pendulm'. Did you mean 'Pendulum'?"):
+    with pytest.raises(TaskError, match=r"Unknown task 'Pendulm'. Did you mean one of: 'Pendulum', 'PendulumImage'\?"):
         rewrite_task_overrides(["num_envs=4", "task=Pendulm"])
 
 

@@ -109,3 +109,15 @@ def test_replay_applies_changes_at_the_recorded_frames(tmp_path):
     assert applied[0]["at"] == applied[1]["at"]  # both due at the same epoch end, applied in order
     summary = parse_summary(output)
     assert summary["frames"] >= 50000
+
+
+def test_an_evolved_cnns_conv_layers_are_a_schedule_value() -> None:
+    """best/schedule.yaml of a member that evolved its CNN names train.params.network.cnn.convs: a
+    list of small mappings; a mapping anywhere else is still refused."""
+    from pbt.tools.replay import parse_schedule
+
+    convs = [{"filters": 12, "kernel_size": 3, "strides": 1, "padding": 0}]
+    (step,) = parse_schedule({"steps": [{"frame": 0, "params": {"train.params.network.cnn.convs": convs}}]})
+    assert step.params == {"train.params.network.cnn.convs": convs}
+    with pytest.raises(ConfigError, match="has type dict"):
+        parse_schedule({"steps": [{"frame": 0, "params": {"train.params.config.gamma": {"a": 1}}}]})
