@@ -31,6 +31,7 @@ from pbt.selection.population import diverged_significance, is_diverged, merge_p
 from pbt.selection.stats import welch_greater
 
 if TYPE_CHECKING:
+    from pbt.mutation.network import NetworkChange
     from pbt.storage.record import Record
 
 KEEP = "keep"
@@ -52,7 +53,8 @@ class MemberState:
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of one PBT iteration for one member."""
+    """Everything one PBT iteration will do to one member: the action, the donor, the
+    hyperparameters and the network change (an actuator carries it out)."""
 
     action: str
     """"keep" (change nothing), "mutate" (own weights, new hyperparameters) or "replace"
@@ -69,6 +71,10 @@ class Decision:
     """Equal experience: policy_idx -> (the peer's iteration, this member's iteration) at which
     each peer with a known objective was compared (:mod:`pbt.selection.experience`); empty when
     records were compared as they are."""
+    network: Optional["NetworkChange"] = None
+    """The change to this member's network at this explore step (``pbt.network_mutation``), starting
+    from the donor's network when it takes a donor's weights; None: the network is not evolved, or
+    the decision keeps."""
 
     @property
     def donor_idx(self) -> Optional[int]:

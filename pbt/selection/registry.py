@@ -28,6 +28,7 @@ from typing import (
 
 from pbt.errors import ConfigError
 from pbt.mutation.explore import ExploreConfig
+from pbt.mutation.network import HYPERPARAMETERS
 from pbt.mutation.scheme import checked_params, mutate_params
 from pbt.mutation.scheme import perturb as perturb_params
 from pbt.sections import Section, choice_error
@@ -42,6 +43,7 @@ from pbt.selection.tournament import Tournament
 from pbt.selection.truncation import Truncation
 
 if TYPE_CHECKING:
+    from pbt.mutation.network import NetworkTracker
     from pbt.storage.record import Record
 
 
@@ -101,6 +103,7 @@ def decide(
     banned_donors: AbstractSet[int] = frozenset(),
     on_refused: Optional[Callable[[int, str], None]] = None,
     members: Optional[Collection[int]] = None,
+    network: Optional["NetworkTracker"] = None,
 ) -> Decision:
     """Decide what this member does at this PBT iteration, by the strategy ``cfg.selection``.
 
@@ -116,6 +119,10 @@ def decide(
 
     ``members``: the policy indices ranked in an elastic population (``cfg.population_size`` None,
     :func:`pbt.selection.membership.ranked_members`); this member is always one of them.
+
+    ``network``: this member's network when it is evolved (``pbt.network_mutation``): one kind is
+    drawn first, before the strategy decides; unless it is ``hyperparameters`` the scheme mutates
+    nothing. A decision that acts then carries the network change (``Decision.network``).
     """
     strategy_class = get_strategy(cfg.selection)
     size = cfg.population_size
@@ -129,6 +136,9 @@ def decide(
         check_policy_idx(own.record.policy_idx, size)
         population = size
     explore = cfg.explore
+    kind = None if network is None else network.draw(rng)
+    if kind not in (None, HYPERPARAMETERS):  # one kind per explore step: this one leaves hyperparameters alone
+        explore = dataclasses.replace(explore, mutation_rate=0.0, min_mutations=0)
 
     def mutate(params: Mapping[str, Any], rng: random.Random) -> Dict[str, Any]:
         return mutate_params(params, explore, rng)
@@ -173,6 +183,9 @@ def decide(
         decision, compared=compared, reason=decision.reason + describe(own.record, pairs) + elastic
     )
     decision = _checked(decision, explore)
+    if network is not None and kind is not None and decision.action != KEEP:
+        donor_network = None if decision.donor is None else decision.donor.network
+        decision = dataclasses.replace(decision, network=network.plan(kind, donor_network, rng))
     logger.debug("PBT policy %d: %s (%s)", own.record.policy_idx, decision.action, decision.reason)
     return decision
 
