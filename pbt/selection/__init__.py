@@ -17,7 +17,6 @@ argument; peers are visited in policy_idx order, so a decision is reproducible f
 from pbt.selection.base import KEEP, MUTATE, REPLACE, Context, Decision, MemberState, SelectionGates, Strategy
 from pbt.selection.dexpbt import DexPbt, DexPbtConfig
 from pbt.selection.population import (
-    check_policy_idx,
     eligible_donors,
     group_size,
     invalid_donors,
@@ -41,6 +40,7 @@ from pbt.selection.registry import (
 from pbt.selection.threshold import Threshold, ThresholdConfig
 from pbt.selection.tournament import Tournament, TournamentConfig
 from pbt.selection.truncation import Truncation, TruncationConfig
+from pbt.storage.record import check_policy_idx  # the one check, where the limit is
 
 __all__ = [
     "KEEP",

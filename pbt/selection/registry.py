@@ -37,10 +37,11 @@ from pbt.selection.dexpbt import DexPbt
 from pbt.selection.experience import Pair, align, describe
 from pbt.selection.mfpbt import MfPbt
 from pbt.selection.pb2 import PB2
-from pbt.selection.population import check_policy_idx, invalid_donors, population_view
+from pbt.selection.population import invalid_donors, population_view
 from pbt.selection.threshold import Threshold
 from pbt.selection.tournament import Tournament
 from pbt.selection.truncation import Truncation
+from pbt.storage.record import check_policy_idx
 
 if TYPE_CHECKING:
     from pbt.mutation.network import NetworkTracker

@@ -36,8 +36,8 @@ from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
 from pbt.storage.record import (
     MAX_GAINS,
     MAX_PARAM_HISTORY,
-    MAX_POLICY_IDX,
     Record,
+    check_policy_idx,
     plain_history,
     readable_numbers,
     record_to_yaml,
@@ -68,15 +68,9 @@ class Workspace(WorkspaceReader):
         limits: Optional[ReadLimits] = None,
     ) -> None:
         retention = retention or RetentionPolicy()
-        if num_policies is None:  # an elastic population: the member directories found
-            if not 0 <= policy_idx < MAX_POLICY_IDX:
-                raise ConfigError(f"pbt.policy_idx must be in 0..{MAX_POLICY_IDX - 1}, got {policy_idx}")
-        elif num_policies < 1:
+        if num_policies is not None and num_policies < 1:
             raise ConfigError(f"pbt.num_policies must be >= 1, got {num_policies}")
-        elif not 0 <= policy_idx < num_policies:
-            raise ConfigError(
-                f"pbt.policy_idx must be in 0..{num_policies - 1} (pbt.num_policies={num_policies}), got {policy_idx}"
-            )
+        check_policy_idx(policy_idx, num_policies)  # None: an elastic population, the member directories found
         if retention.keep_records < 1:
             raise ConfigError(f"keep_records must be >= 1, got {retention.keep_records}")
         if retention.max_records < retention.keep_records:
