@@ -77,7 +77,7 @@ def kept(decision: Decision, reason: str, refused: Optional[Tuple[int, str, str]
     return Outcome(KEEP, reason, dict(decision.params_before), refused=refused)
 
 
-def disallowed_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[int]:
+def refused_stale_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[int]:
     """Members that must not be donors: the stale (dead-looking) ones, except those whose record
     holds the population's best objective (then their weights are still the best there is).
 
@@ -373,15 +373,15 @@ class PbtMember:
                 members = self.elastic.members(peers, statuses).members
                 peers = {i: r for i, r in peers.items() if i in members}
             stale = {i for i, status in statuses.items() if status.state == STALE}
-            banned = disallowed_donors(peers.values(), stale)
-            banned |= {i for i, r in peers.items() if r.checksum in self.refusals.checksums}
+            refused = refused_stale_donors(peers.values(), stale)
+            refused |= {i for i, r in peers.items() if r.checksum in self.refusals.checksums}
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
             decision = decide(
                 member,
                 list(peers.values()),
                 self.pbt,
                 self.rng,
-                banned_donors=banned,
+                refused_donors=refused,
                 on_refused=self.refuse_donor,
                 members=members,
                 network=self.network,
@@ -581,7 +581,7 @@ class PbtMember:
 
 class DonorRefusals:
     """The donors a member refused: each refusal logged once per member and reason; a refused
-    checkpoint stays banned while it is that member's newest."""
+    checkpoint stays refused while it is that member's newest."""
 
     def __init__(self, policy_idx: int) -> None:
         self.policy_idx = policy_idx

@@ -19,13 +19,13 @@ from pbt.selection.dexpbt import DexPbt, DexPbtConfig
 from pbt.selection.population import (
     eligible_donors,
     group_size,
-    invalid_donors,
     is_diverged,
     is_ready,
     known_objective,
     mean_std,
     population_view,
     rank,
+    refused_for_params,
     trimmed_std,
 )
 from pbt.selection.registry import (
@@ -68,7 +68,7 @@ __all__ = [
     "get_strategy",
     "group_size",
     "initial_mutation",
-    "invalid_donors",
+    "refused_for_params",
     "is_diverged",
     "is_ready",
     "known_objective",

@@ -158,7 +158,7 @@ class Context:
     """The shared gates."""
     explore: Explore
     """Mutates hyperparameters (the ``explore`` config section applied)."""
-    banned_donors: AbstractSet[int] = frozenset()
+    refused_donors: AbstractSet[int] = frozenset()
     """Members that stay ranked (counts, groups, spread) but are never taken as donors."""
     perturb: Optional[Perturb] = None
     """The perturbation explore step (truncation); None: ``explore`` is used instead."""

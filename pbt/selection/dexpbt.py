@@ -72,7 +72,7 @@ class DexPbt(Strategy):
         if gate is not None:
             return self.keep(own, gate)
         best = [i for i in self._best_group(ranking, view) if i != idx]
-        candidates = eligible_donors(records(view, best), gates.ready_frames, self.ctx.banned_donors)
+        candidates = eligible_donors(records(view, best), gates.ready_frames, self.ctx.refused_donors)
         if not candidates:
             return self.keep(own, "no other ready member with a known objective in the best group")
         return self._act(own, view, rng.choice(candidates), rng)

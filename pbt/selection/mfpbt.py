@@ -219,7 +219,7 @@ class MfPbt(Strategy):
             for r in eligible_donors(
                 [r for r in (view[i] for i in ranking if i not in sub.members) if r is not None],
                 self.ctx.gates.ready_frames,
-                self.ctx.banned_donors,
+                self.ctx.refused_donors,
             )
         ]
         position = {i: p for p, i in enumerate(ranking)}
@@ -281,7 +281,7 @@ class MfPbt(Strategy):
             return own_objective is None or (value is not None and value > own_objective)
 
         better = [r for r in (view[i] for i in order if i != idx) if r is not None and beats_own(r)]
-        donors = eligible_donors(better, self.ctx.gates.ready_frames, self.ctx.banned_donors)
+        donors = eligible_donors(better, self.ctx.gates.ready_frames, self.ctx.refused_donors)
         if not donors:
             return self._perturbed(
                 own,

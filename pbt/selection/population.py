@@ -126,14 +126,14 @@ def is_ready(record: "Record", ready_after: int) -> bool:
 
 
 def eligible_donors(
-    candidates: Iterable["Record"], ready_after: int, banned: AbstractSet[int] = frozenset()
+    candidates: Iterable["Record"], ready_after: int, refused: AbstractSet[int] = frozenset()
 ) -> List["Record"]:
-    """The candidates that may be donors: ready, and not banned (a banned member still counts in
+    """The candidates that may be donors: ready, and not refused (a refused member still counts in
     the ranking, its groups and spread; it is only never copied)."""
-    return [r for r in candidates if r.policy_idx not in banned and is_ready(r, ready_after)]
+    return [r for r in candidates if r.policy_idx not in refused and is_ready(r, ready_after)]
 
 
-def invalid_donors(view: View, own_idx: int, check: Callable[[Any], Sequence[str]]) -> Dict[int, str]:
+def refused_for_params(view: View, own_idx: int, check: Callable[[Any], Sequence[str]]) -> Dict[int, str]:
     """policy_idx -> why that member's record cannot be a donor: ``check(record.params)`` found
     problems (hyperparameters no member may train with). Such a member stays ranked; neither its
     hyperparameters nor its weights are taken."""

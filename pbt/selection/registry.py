@@ -37,7 +37,7 @@ from pbt.selection.dexpbt import DexPbt
 from pbt.selection.experience import Pair, align, describe
 from pbt.selection.mfpbt import MfPbt
 from pbt.selection.pb2 import PB2
-from pbt.selection.population import invalid_donors, population_view
+from pbt.selection.population import population_view, refused_for_params
 from pbt.selection.threshold import Threshold
 from pbt.selection.tournament import Tournament
 from pbt.selection.truncation import Truncation
@@ -101,17 +101,17 @@ def decide(
     cfg: SelectionSettings,
     rng: random.Random,
     *,
-    banned_donors: AbstractSet[int] = frozenset(),
+    refused_donors: AbstractSet[int] = frozenset(),
     on_refused: Optional[Callable[[int, str], None]] = None,
     members: Optional[Collection[int]] = None,
     network: Optional["NetworkTracker"] = None,
 ) -> Decision:
     """Decide what this member does at this PBT iteration, by the strategy ``cfg.selection``.
 
-    ``banned_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
+    ``refused_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
     never taken as donors (e.g. members whose heartbeat went stale). Members whose record carries
     hyperparameters no member may train with (``pbt.mutation.checked_params``: not a number, not
-    finite, outside the function's range or ``pbt.bounds``) are banned the same way, and
+    finite, outside the function's range or ``pbt.bounds``) are refused the same way, and
     ``on_refused(policy_idx, why)`` is called for each (default: logged). Never raises for a peer's
     junk, and never returns a changed hyperparameter that fails that check.
 
@@ -148,7 +148,7 @@ def decide(
         return checked_params(params, own.record.params, explore.mutation, explore.bounds, explore.search_space)[1]
 
     view = population_view(own.record, peers, population)
-    refused = invalid_donors(view, own.record.policy_idx, check)
+    refused = refused_for_params(view, own.record.policy_idx, check)
     for idx, why in refused.items():
         if on_refused is not None:
             on_refused(idx, why)
@@ -164,7 +164,7 @@ def decide(
         size,
         cfg.gates,
         mutate,
-        frozenset(banned_donors) | frozenset(refused),
+        frozenset(refused_donors) | frozenset(refused),
         perturb,
         None if isinstance(population, int) else population,
         explore.search_space,

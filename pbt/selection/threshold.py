@@ -63,7 +63,7 @@ class Threshold(Strategy):
         if not above and is_diverged(own.record):  # no spread to cut (e.g. one known peer): the best will do
             top = max(known.values())
             above = records(view, [i for i, o in known.items() if o == top and i != idx])
-        leaders = eligible_donors(above, gates.ready_frames, self.ctx.banned_donors)
+        leaders = eligible_donors(above, gates.ready_frames, self.ctx.refused_donors)
         own_params = dict(own.record.params)
         if not leaders:
             reason = f"underperformer, no ready leader: mutate only ({numbers})"

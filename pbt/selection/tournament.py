@@ -83,7 +83,7 @@ class Tournament(Strategy):
         others = eligible_donors(
             [r for i, r in sorted(view.items()) if r is not None and i != idx and i in known],
             gates.ready_frames,
-            self.ctx.banned_donors,
+            self.ctx.refused_donors,
         )
         pool: List[int] = sorted(([idx] if own_fitness is not None else []) + [r.policy_idx for r in others])
         if len(pool) < 2:

@@ -98,7 +98,7 @@ class Truncation(Strategy):
         own_params = dict(own.record.params)
         own_objective = known_objective(own.record)
         better = [i for i in top if i != idx and (own_objective is None or objectives[i] > own_objective)]
-        donors = eligible_donors(records(view, better), gates.ready_frames, self.ctx.banned_donors)
+        donors = eligible_donors(records(view, better), gates.ready_frames, self.ctx.refused_donors)
         if not donors:
             return self._perturbed(
                 own, None, own_params, f"bottom quantile, no ready top member above it: perturb only ({numbers})", rng

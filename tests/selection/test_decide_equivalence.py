@@ -24,7 +24,9 @@ from pbt.mutation.scheme import checked_params, mutate_params
 from pbt.mutation.scheme import perturb as perturb_params
 from pbt.selection import KEEP, STRATEGIES, Context, Decision, MemberState, decide
 from pbt.selection.experience import Pair, align, describe
-from pbt.selection.population import check_policy_idx, invalid_donors, population_view
+from pbt.selection.population import population_view
+from pbt.selection.population import refused_for_params as invalid_donors  # renamed by issue 26
+from pbt.storage.record import check_policy_idx
 from pbt.selection.registry import SelectionSettings, get_strategy
 from pbt.storage.record import Record
 
@@ -238,7 +240,7 @@ def test_decide_matches_the_code_before_on_random_populations(block: int) -> Non
         old_rng, new_rng = random.Random(seed), random.Random(seed)
         before, change = old_member_decide(own, list(peers), cfg, old_rng, tracker, banned,
                                            lambda i, why: old_refusals.append((i, why)))
-        after = decide(own, list(peers), cfg, new_rng, banned_donors=banned,
+        after = decide(own, list(peers), cfg, new_rng, refused_donors=banned,
                        on_refused=lambda i, why: new_refusals.append((i, why)), network=tracker)
         expected = dataclasses.replace(before, network=change)
         assert repr(after) == repr(expected), f"seed {seed}"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.mutation import checked_params
-from pbt.selection import REPLACE, MemberState, decide, invalid_donors, population_view
+from pbt.selection import REPLACE, MemberState, decide, refused_for_params, population_view
 from pbt.storage.record import Record
 
 P = "train.params.config."
@@ -83,9 +83,9 @@ def test_invalid_donors_reads_the_record_each_member_is_compared_by() -> None:
     newer_junk = Record(policy_idx=1, iteration=9, frame=FRAME, objective=5.0, params={P + "gamma": "x"},
                         checkpoint="000009.pth", checksum="1" * 64)
     view = population_view(rec(0, 1.0), [rec(1, 2.0), newer_junk], 2)  # own iteration 5: member 1's 5 counts
-    assert invalid_donors(view, 0, lambda p: checked_params(p, OWN, SCHEME)[1]) == {}
+    assert refused_for_params(view, 0, lambda p: checked_params(p, OWN, SCHEME)[1]) == {}
     view = population_view(Record(0, 9, FRAME, 1.0, dict(OWN), "000009.pth", "0" * 64), [rec(1, 2.0), newer_junk], 2)
-    assert list(invalid_donors(view, 0, lambda p: checked_params(p, OWN, SCHEME)[1])) == [1]
+    assert list(refused_for_params(view, 0, lambda p: checked_params(p, OWN, SCHEME)[1])) == [1]
 
 
 values = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.text(max_size=4),
