@@ -32,6 +32,7 @@ from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.format import LOCK_FILE
 from pbt.storage.lineage import INPLACE, STARTUP
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
+from pbt.storage.record import Histories
 
 log = logging.getLogger(__name__)
 
@@ -456,10 +457,8 @@ class PbtMember:
             state,
             episode_returns,
             frames_since_replace=frame - self.replaced_at_frame,
-            history=self.history.values,
             network=network_value(self.network),
-            param_history=self.intervals.params,
-            gains=self.intervals.gains,
+            history=Histories(self.history.values, self.intervals.params, self.intervals.gains),
         )
 
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:

@@ -41,6 +41,21 @@ RECORD_VERSION = 1
 
 
 @dataclass(frozen=True)
+class Histories:
+    """What a member's record carries about its past (written by :meth:`Workspace.publish`)."""
+
+    objectives: Mapping[int, Optional[float]] = field(default_factory=dict)
+    """The objective by iteration (the newest MAX_HISTORY are kept)."""
+    params: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    """The hyperparameter change points by iteration (the newest MAX_PARAM_HISTORY)."""
+    gains: Mapping[int, float] = field(default_factory=dict)
+    """Each interval's objective change (the newest MAX_GAINS, finite ones only)."""
+
+
+NO_HISTORY = Histories()
+
+
+@dataclass(frozen=True)
 class Record:
     """One member's state at one PBT iteration."""
 

@@ -36,6 +36,8 @@ from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
 from pbt.storage.record import (
     MAX_GAINS,
     MAX_PARAM_HISTORY,
+    NO_HISTORY,
+    Histories,
     Record,
     check_policy_idx,
     plain_history,
@@ -154,9 +156,7 @@ class Workspace(WorkspaceReader):
         episode_returns: Iterable[float] = (),
         frames_since_replace: int = 0,
         network: Optional[Mapping[str, Any]] = None,
-        history: Optional[Mapping[int, Optional[float]]] = None,
-        param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
-        gains: Optional[Mapping[int, float]] = None,
+        history: Histories = NO_HISTORY,
     ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(
@@ -169,8 +169,6 @@ class Workspace(WorkspaceReader):
             frames_since_replace,
             network,
             history,
-            param_history,
-            gains,
         )
 
     def publish(
@@ -183,14 +181,10 @@ class Workspace(WorkspaceReader):
         episode_returns: Iterable[float] = (),
         frames_since_replace: int = 0,
         network: Optional[Mapping[str, Any]] = None,
-        history: Optional[Mapping[int, Optional[float]]] = None,
-        param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
-        gains: Optional[Mapping[int, float]] = None,
+        history: Histories = NO_HISTORY,
     ) -> Record:
-        """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``.
-        ``history``: the member's objective by iteration (the newest MAX_HISTORY are kept);
-        ``param_history``: its hyperparameter change points (the newest MAX_PARAM_HISTORY);
-        ``gains``: each interval's objective change (the newest MAX_GAINS, finite ones only)."""
+        """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``
+        (``history``: what the record carries about the member's past, :class:`Histories`)."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -215,12 +209,12 @@ class Workspace(WorkspaceReader):
             episode_returns=returns,
             frames_since_replace=int(frames_since_replace),
             network=None if network is None else to_plain(dict(network), "network"),
-            history=plain_history(history),
+            history=plain_history(history.objectives),
             param_history={
                 int(i): to_plain(dict(p), "param_history")
-                for i, p in sorted((param_history or {}).items())[-MAX_PARAM_HISTORY:]
+                for i, p in sorted(history.params.items())[-MAX_PARAM_HISTORY:]
             },
-            gains={int(i): float(g) for i, g in sorted((gains or {}).items())[-MAX_GAINS:] if math.isfinite(g)},
+            gains={int(i): float(g) for i, g in sorted(history.gains.items())[-MAX_GAINS:] if math.isfinite(g)},
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"
