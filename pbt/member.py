@@ -429,7 +429,7 @@ class PbtMember:
             )
         return decision
 
-    def save_now(
+    def publish_now(
         self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
     ) -> Record:
         """Publish the current state as this iteration's record (before the process stops)."""

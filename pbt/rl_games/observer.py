@@ -326,7 +326,7 @@ class WorkerObserver(AlgoObserver):
             frame = int(self.algo.frame)
             self.member.heartbeat(frame)
             if self.exploiter is not None:
-                self.exploiter.save_state(frame, name)
+                self.exploiter.publish_before_stop(frame, name)
             self.member.close(STOPPED)
         else:
             log.info("%s: exiting", name)
