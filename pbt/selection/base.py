@@ -27,7 +27,7 @@ from typing import (
 )
 
 from pbt.sections import Section, require
-from pbt.selection.population import diverged_significance, is_diverged, merge_params
+from pbt.selection.population import View, diverged_significance, is_diverged, merge_params, population_view
 from pbt.selection.stats import welch_greater
 
 if TYPE_CHECKING:
@@ -167,6 +167,9 @@ class Context:
     space: Any = None
     """The search space (:class:`pbt.mutation.space.SearchSpace`) explore steps stay inside; None:
     none given (a hand-made Context)."""
+    view: Optional[View] = None
+    """The population as ranked (each member's record, at equal experience when the gate is on),
+    computed once by :func:`pbt.selection.decide`; None: a hand-made Context (see :meth:`Strategy.view`)."""
 
     @property
     def population(self) -> Union[int, Tuple[int, ...]]:
@@ -204,6 +207,13 @@ class Strategy(abc.ABC):
         """What this member does at this PBT iteration."""
 
     # -- helpers every strategy uses ----------------------------------------------------------------
+
+    def view(self, own: MemberState, peers: Sequence["Record"]) -> Dict[int, Optional["Record"]]:
+        """policy_idx -> the record ranked: the context's (decide computed it once), else (a strategy
+        called with a hand-made Context) :func:`population_view` of ``peers``."""
+        if self.ctx.view is not None:
+            return dict(self.ctx.view)
+        return population_view(own.record, peers, self.ctx.population)
 
     def waiting(self, own: MemberState) -> Optional[str]:
         """Why this member does not act yet (timing gates, unknown objective, ready rule), or None;

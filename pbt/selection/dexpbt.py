@@ -22,7 +22,6 @@ from pbt.selection.population import (
     is_diverged,
     known_objective,
     merge_params,
-    population_view,
     rank,
     records,
     trimmed_std,
@@ -66,7 +65,7 @@ class DexPbt(Strategy):
         timing = self.waiting(own)
         if timing is not None:
             return self.keep(own, timing)
-        view = population_view(own.record, peers, self.ctx.population)
+        view = self.view(own, peers)
         ranking = rank(view, idx)
         gate = None if gates.dbg_mode or diverged else self._gates(own, view, ranking)
         if gate is not None:

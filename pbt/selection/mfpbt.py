@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from pbt.errors import ConfigError
 from pbt.sections import PARSER, Section, type_error
 from pbt.selection.base import KEEP, Decision, MemberState, Strategy, fmt
-from pbt.selection.population import eligible_donors, is_diverged, known_objective, merge_params, population_view, rank
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, merge_params, rank
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -185,7 +185,7 @@ class MfPbt(Strategy):
         iteration = own.record.iteration
         if iteration % sub.frequency:
             return self.keep(own, f"{where} evolves at multiples of {sub.frequency} intervals, not at {iteration}")
-        view = population_view(own.record, peers, self.ctx.population)
+        view = self.view(own, peers)
         ranking = [i for i in rank(view, idx) if known_objective(view[i]) is not None]
         if is_diverged(own.record):
             ranking.append(idx)  # ranks last

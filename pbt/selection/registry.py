@@ -169,12 +169,16 @@ def decide(
         None if isinstance(population, int) else population,
         explore.search_space,
     )
-    strategy = strategy_class(cfg.strategies[cfg.selection], context)
+    settings = cfg.strategies[cfg.selection]
     pairs: Dict[int, Pair] = {}
     if cfg.gates.equal_experience:
-        peers, pairs = align(own.record, view, strategy.window)
+        peers, pairs = align(own.record, view, strategy_class(settings, context).window)
     else:
         peers = [r for i, r in sorted(view.items()) if r is not None and i != own.record.policy_idx]
+    ranked: Dict[int, Optional[Record]] = {i: None for i in view}  # the view the strategy ranks: peers as aligned
+    ranked.update({r.policy_idx: r for r in peers})
+    ranked[own.record.policy_idx] = own.record
+    strategy = strategy_class(settings, dataclasses.replace(context, view=ranked))
     decision = strategy.decide(own, peers, rng)
     if decision.donor is not None:  # the donor's newest record (its weights), not the copy ranked
         decision = dataclasses.replace(decision, donor=view.get(decision.donor.policy_idx) or decision.donor)
