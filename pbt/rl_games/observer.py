@@ -11,7 +11,6 @@ import math
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
@@ -121,13 +120,12 @@ class WorkerObserver(AlgoObserver):
             shaping = reward_shaping(task_ref_of(self.cfg["task"]))
             self.member = PbtMember(self.cfg, run_dir, sys.argv[1:], shaping=shaping)
             self.cfg = self.member.startup()
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self.on_stop_signal)
         return self.cfg
 
     def on_stop_signal(self, signum: int, frame: Any) -> None:
-        """SIGTERM (sent by the launcher and Slurm before SIGKILL): only note it here; the next env
-        step or epoch end saves the state and exits (never in the middle of an update or a write)."""
+        """SIGTERM (sent by the launcher and Slurm before SIGKILL; :func:`pbt.rl_games.runner.run`
+        installs this handler for its one member): only note it here; the next env step or epoch end
+        saves the state and exits (never in the middle of an update or a write)."""
         self.stop_signal = signum
 
     # -- rl_games hooks ---------------------------------------------------------------------------
