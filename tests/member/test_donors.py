@@ -26,7 +26,7 @@ def cfg(n: int, **kw) -> PbtConfig:
     return pbt_config(base)
 
 
-def test_disallowed_donors_spares_a_stale_member_holding_the_best_record() -> None:
+def test_refused_stale_donors_spares_a_stale_member_holding_the_best_record() -> None:
     records = [rec(0, 1.0), rec(1, 9.0), rec(2, 5.0), rec(3, float("nan"))]
     assert refused_stale_donors(records, stale=[1, 2]) == {2}
     assert refused_stale_donors(records, stale=[3]) == {3}

@@ -79,7 +79,7 @@ def test_refusals_are_logged_by_default(caplog: pytest.LogCaptureFixture) -> Non
     assert "member 1 is no donor: 'train.params.config.learning_rate': 'abc' (str) is not a number" in caplog.text
 
 
-def test_invalid_donors_reads_the_record_each_member_is_compared_by() -> None:
+def test_refused_for_params_reads_the_record_each_member_is_compared_by() -> None:
     newer_junk = Record(policy_idx=1, iteration=9, frame=FRAME, objective=5.0, params={P + "gamma": "x"},
                         checkpoint="000009.pth", checksum="1" * 64)
     view = population_view(rec(0, 1.0), [rec(1, 2.0), newer_junk], 2)  # own iteration 5: member 1's 5 counts

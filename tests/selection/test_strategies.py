@@ -175,7 +175,7 @@ def test_banning_every_donor_keeps_and_positional_call_still_works() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.sets(st.integers(0, 7)), st.integers(0, 2**32 - 1), st.sampled_from(sorted(STRATEGIES)))
-def test_banned_donors_never_donate(banned: Any, seed: int, rule: str) -> None:
+def test_refused_donors_never_donate(banned: Any, seed: int, rule: str) -> None:
     cfg = cfg_for(selection=rule, replace_fraction_best=1.0, replace_fraction_worst=1.0, dbg_mode=True,
                   threshold_std=0.0)
     decision = decide(own_state(), peers(SPREAD), cfg, random.Random(seed), refused_donors=banned)
