@@ -373,9 +373,7 @@ class PbtMember:
                 self.elastic.note_progress(frame)
                 members = self.elastic.members(peers, statuses).members
                 peers = {i: r for i, r in peers.items() if i in members}
-            stale = {i for i, status in statuses.items() if status.state == STALE}
-            refused = refused_stale_donors(peers.values(), stale)
-            refused |= {i for i, r in peers.items() if r.checksum in self.refusals.checksums}
+            refused = self.refusals.now(peers, {i for i, status in statuses.items() if status.state == STALE})
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
             decision = decide(
                 member,
@@ -383,10 +381,11 @@ class PbtMember:
                 self.pbt,
                 self.rng,
                 refused_donors=refused,
-                on_refused=self.refuse_donor,
                 members=members,
                 network=self.network,
             )
+            for idx, why in decision.refused.items():
+                self.refuse_donor(idx, why)
             self.best_interval_objective = None
             self.workspace.keep_population_best(peers)
             self.workspace.cleanup(peers)
@@ -586,6 +585,12 @@ class DonorRefusals:
         self.policy_idx = policy_idx
         self.checksums: Set[str] = set()
         self.logged: Set[Tuple[int, str]] = set()
+
+    def now(self, peers: Mapping[int, Record], stale: Iterable[int]) -> Set[int]:
+        """The members refused as donors at this iteration: the stale ones (:func:`refused_stale_donors`)
+        and those whose newest checkpoint was refused."""
+        refused = refused_stale_donors(peers.values(), stale)
+        return refused | {i for i, r in peers.items() if r.checksum in self.checksums}
 
     def refuse(self, idx: int, why: str, checksum: Optional[str] = None) -> None:
         for seen in (self.checksums, self.logged):

@@ -75,6 +75,9 @@ class Decision:
     """The change to this member's network at this explore step (``pbt.network_mutation``), starting
     from the donor's network when it takes a donor's weights; None: the network is not evolved, or
     the decision keeps."""
+    refused: Dict[int, str] = field(default_factory=dict)
+    """Peers refused as donors at this iteration for hyperparameters no member may train with
+    (policy_idx -> why); they stayed ranked. The caller logs them (the member: once per reason)."""
 
     @property
     def donor_idx(self) -> Optional[int]:

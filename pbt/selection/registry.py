@@ -13,7 +13,6 @@ from typing import (
     TYPE_CHECKING,
     AbstractSet,
     Any,
-    Callable,
     Collection,
     Dict,
     List,
@@ -102,7 +101,6 @@ def decide(
     rng: random.Random,
     *,
     refused_donors: AbstractSet[int] = frozenset(),
-    on_refused: Optional[Callable[[int, str], None]] = None,
     members: Optional[Collection[int]] = None,
     network: Optional["NetworkTracker"] = None,
 ) -> Decision:
@@ -111,9 +109,9 @@ def decide(
     ``refused_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
     never taken as donors (e.g. members whose heartbeat went stale). Members whose record carries
     hyperparameters no member may train with (``pbt.mutation.checked_params``: not a number, not
-    finite, outside the function's range or ``pbt.bounds``) are refused the same way, and
-    ``on_refused(policy_idx, why)`` is called for each (default: logged). Never raises for a peer's
-    junk, and never returns a changed hyperparameter that fails that check.
+    finite, outside the function's range or ``pbt.bounds``) are refused the same way, and named in
+    ``Decision.refused``. Never raises for a peer's junk, and never returns a changed hyperparameter
+    that fails that check.
 
     With ``gates.equal_experience`` each peer's record is first taken at equal experience with
     this member's, pairwise (:mod:`pbt.selection.experience`): no peer holds back the others.
@@ -149,11 +147,6 @@ def decide(
 
     view = population_view(own.record, peers, population)
     refused = refused_for_params(view, own.record.policy_idx, check)
-    for idx, why in refused.items():
-        if on_refused is not None:
-            on_refused(idx, why)
-        else:
-            logger.warning("PBT policy %d: member %d is no donor: %s", own.record.policy_idx, idx, why)
 
     def perturb(
         params: Mapping[str, Any], rng: random.Random, factors: Sequence[float], resample_probability: float
@@ -187,7 +180,7 @@ def decide(
     decision = dataclasses.replace(
         decision, compared=compared, reason=decision.reason + describe(own.record, pairs) + elastic
     )
-    decision = _checked(decision, explore)
+    decision = dataclasses.replace(_checked(decision, explore), refused=refused)
     if network is not None and kind is not None and decision.action != KEEP:
         donor_network = None if decision.donor is None else decision.donor.network
         decision = dataclasses.replace(decision, network=network.plan(kind, donor_network, rng))

@@ -240,9 +240,9 @@ def test_decide_matches_the_code_before_on_random_populations(block: int) -> Non
         old_rng, new_rng = random.Random(seed), random.Random(seed)
         before, change = old_member_decide(own, list(peers), cfg, old_rng, tracker, banned,
                                            lambda i, why: old_refusals.append((i, why)))
-        after = decide(own, list(peers), cfg, new_rng, refused_donors=banned,
-                       on_refused=lambda i, why: new_refusals.append((i, why)), network=tracker)
-        expected = dataclasses.replace(before, network=change)
+        after = decide(own, list(peers), cfg, new_rng, refused_donors=banned, network=tracker)
+        new_refusals.extend(after.refused.items())
+        expected = dataclasses.replace(before, network=change, refused=dict(old_refusals))
         assert repr(after) == repr(expected), f"seed {seed}"
         assert new_refusals == old_refusals and new_rng.getstate() == old_rng.getstate(), f"seed {seed}"
         acted += after.action != KEEP

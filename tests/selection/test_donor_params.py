@@ -53,7 +53,8 @@ def test_a_top_ranked_peer_with_junk_hyperparameters_is_never_a_donor(rule: str,
     refused: List[Tuple[int, str]] = []
     donors = set()
     for seed in range(30):
-        decision = decide(own(), peers, cfg(rule), random.Random(seed), on_refused=lambda i, why: refused.append((i, why)))
+        decision = decide(own(), peers, cfg(rule), random.Random(seed))
+        refused.extend(decision.refused.items())
         donors.add(decision.donor_idx)
         clean, problems = checked_params(decision.params_after, OWN, SCHEME)
         assert not problems and clean == decision.params_after
@@ -73,10 +74,10 @@ def test_a_donors_whole_float_for_an_int_key_arrives_as_an_int() -> None:
     pytest.fail("never took the donor's hyperparameters")
 
 
-def test_refusals_are_logged_by_default(caplog: pytest.LogCaptureFixture) -> None:
+def test_refusals_are_named_in_the_decision() -> None:
     peers = [rec(1, 100.0, {**OWN, P + "learning_rate": "abc"}), rec(2, 0.5), rec(3, 0.6)]
-    decide(own(), peers, cfg(), random.Random(0))
-    assert "member 1 is no donor: 'train.params.config.learning_rate': 'abc' (str) is not a number" in caplog.text
+    decision = decide(own(), peers, cfg(), random.Random(0))
+    assert decision.refused == {1: "'train.params.config.learning_rate': 'abc' (str) is not a number"}
 
 
 def test_refused_for_params_reads_the_record_each_member_is_compared_by() -> None:
