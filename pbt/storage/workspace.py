@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
-from pbt.storage.backend import Refused, Store
+from pbt.storage.backend import Refused, Store, ensure_dir, remove_stale_temps
 from pbt.storage.best import is_better, write_best
 from pbt.storage.checkpoints import serialize_state, sha256_hex
 from pbt.storage.format import (
@@ -89,7 +89,7 @@ class Workspace(WorkspaceReader):
         self.own_key = self.member_key(policy_idx)
         self.best_key = best_dir_name(policy_idx)
         for key in (self.own_key, self.best_key):
-            self.store.ensure_dir(key)
+            ensure_dir(self.store, key)
 
     @property
     def own_dir(self) -> Union[Path, str]:
@@ -139,7 +139,7 @@ class Workspace(WorkspaceReader):
                 suffix += 1
                 target = f"{key}.old-{stamp}-{suffix}"
             self.store.rename(key, target)
-            self.store.ensure_dir(key)
+            ensure_dir(self.store, key)
             moved.append(self.located(target))
         self._cache.pop(self.policy_idx, None)
         return moved
@@ -218,7 +218,7 @@ class Workspace(WorkspaceReader):
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"
-        self.store.ensure_dir(self.own_key)  # a symlink a peer put in its place is moved aside
+        ensure_dir(self.store, self.own_key)  # a symlink a peer put in its place is moved aside
         self.own_checkpoint_size = len(checkpoint_bytes)
         # Re-publishing an iteration: drop the old record first, so it never names the new bytes.
         if self.store.stat(record_key) is not None:  # one request on an object store (exists may list)
@@ -402,7 +402,7 @@ class Workspace(WorkspaceReader):
             self.store.delete(f"{self.own_key}/{name}")
             removed.append(f"{self.own_key}/{name}")
         for key in (self.own_key, self.best_key):
-            removed.extend(self.store.remove_stale_temps(key, self.retention.stale_tmp_seconds))
+            removed.extend(remove_stale_temps(self.store, key, self.retention.stale_tmp_seconds))
         if removed:
             logger.debug(
                 "member %d cleanup removed %d files (kept %d records)", self.policy_idx, len(removed), len(kept)
