@@ -20,8 +20,8 @@ from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.network import NetworkMutationConfig
 from pbt.sections import PARSER, Section, parse_field, require, require_choice, section_keys, to_int, type_error
 from pbt.selection.base import SelectionGates
-from pbt.selection.population import check_policy_idx
 from pbt.selection.registry import STRATEGIES, default_settings, get_strategy
+from pbt.storage.record import check_policy_idx
 
 RESTART_MODES: Tuple[str, ...] = ("inplace", "exec")
 """Names accepted by ``pbt.restart_mode``."""

@@ -6,6 +6,7 @@ disk goes through :class:`pbt.storage.Workspace`; every decision comes from
 :func:`pbt.selection.decide`; the restart itself is :mod:`pbt.restart`.
 """
 
+import dataclasses
 import logging
 import random
 import time
@@ -19,14 +20,7 @@ from pbt.elastic import ElasticPopulation
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.keys import set_by_key
 from pbt.mutation import checked_params, current_params, validate_scheme
-from pbt.mutation.network import (
-    NetworkTracker,
-    explore_settings,
-    network_overrides,
-    network_value,
-    plan_network,
-    resume_network,
-)
+from pbt.mutation.network import NetworkChange, NetworkTracker, network_overrides, network_value, resume_network
 from pbt.mutation.scheme import warn_zero_valued
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
@@ -36,8 +30,9 @@ from pbt.selection.experience import ObjectiveHistory
 from pbt.selection.pb2_data import IntervalHistory
 from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.format import LOCK_FILE
-from pbt.storage.lineage import STARTUP
+from pbt.storage.lineage import INPLACE, STARTUP
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
+from pbt.storage.record import Histories
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +48,37 @@ class RestartPlan:
     argv: List[str]
 
 
-def disallowed_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[int]:
+@dataclass(frozen=True)
+class Outcome:
+    """What the act step did with a :class:`Decision`, and why: the record step
+    (:meth:`PbtMember.record`) writes it into the member's state and lineage."""
+
+    action: str
+    """keep, mutate or replace, as carried out (a decision not carried out: keep)."""
+    reason: str
+    """The decision's reason and what happened carrying it out."""
+    params_after: Dict[str, Any]
+    """The hyperparameters in force next (the decision's ``params_before`` when kept)."""
+    mode: Optional[str] = None
+    """inplace or exec; None when kept."""
+    mode_reason: str = ""
+    """Why exec (the keys that need a rebuild, or pbt.restart_mode=exec)."""
+    network: Optional[NetworkChange] = None
+    """The network change carried out on the agent (None: the network is as it was)."""
+    parameters: Optional[int] = None
+    """The agent's parameter count after ``network``."""
+    refused: Optional[Tuple[int, str, str]] = None
+    """(member, why, checksum) of a donor whose checkpoint does not fit this agent: refused from now on."""
+    restart: Optional[RestartPlan] = None
+    """An exec restart: the process re-executes into this plan once the outcome is recorded."""
+
+
+def kept(decision: Decision, reason: str, refused: Optional[Tuple[int, str, str]] = None) -> Outcome:
+    """The outcome of a decision not carried out (or a keep): own weights and hyperparameters."""
+    return Outcome(KEEP, reason, dict(decision.params_before), refused=refused)
+
+
+def refused_stale_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[int]:
     """Members that must not be donors: the stale (dead-looking) ones, except those whose record
     holds the population's best objective (then their weights are still the best there is).
 
@@ -243,17 +268,8 @@ class PbtMember:
         before = dict(self.params)
         sample = initial_mutation(self.params, self.pbt, self.rng, restarted=is_restarted())
         self.params = with_fixed_values(self.pbt.explore.search_space, before, sample, self.pbt.policy_idx)
-        self.append_lineage(
-            MUTATE,
-            None,
-            startup_reason(self.pbt, before, sample, self.params),
-            before,
-            self.params,
-            frame=0,
-            iteration=0,
-            objective=None,
-            mode=STARTUP,
-        )
+        reason = startup_reason(self.pbt, before, sample, self.params)
+        self.append_lineage(self.entry(MUTATE, reason, 0, 0, before, self.params, mode=STARTUP))
 
     def _join(self) -> bool:
         """Join a running elastic population from its best member (:mod:`pbt.elastic`)."""
@@ -274,15 +290,7 @@ class PbtMember:
             f"{donor.objective:.4g} at iteration {donor.iteration}), hyperparameters mutated"
         )
         self.append_lineage(
-            REPLACE,
-            donor,
-            reason,
-            before,
-            params,
-            frame=donor.frame,
-            iteration=donor.iteration,
-            objective=None,
-            mode=STARTUP,
+            self.entry(REPLACE, reason, donor.iteration, donor.frame, before, params, mode=STARTUP), donor
         )
         log.info("PBT policy %d %s", self.pbt.policy_idx, reason)
         return True
@@ -365,20 +373,19 @@ class PbtMember:
                 self.elastic.note_progress(frame)
                 members = self.elastic.members(peers, statuses).members
                 peers = {i: r for i, r in peers.items() if i in members}
-            stale = {i for i, status in statuses.items() if status.state == STALE}
-            banned = disallowed_donors(peers.values(), stale)
-            banned |= {i for i, r in peers.items() if r.checksum in self.refusals.checksums}
+            refused = self.refusals.now(peers, {i for i, status in statuses.items() if status.state == STALE})
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
             decision = decide(
                 member,
                 list(peers.values()),
-                explore_settings(self.network, self.pbt, self.rng),
+                self.pbt,
                 self.rng,
-                banned_donors=banned,
-                on_refused=self.refuse_donor,
+                refused_donors=refused,
                 members=members,
+                network=self.network,
             )
-            plan_network(self.network, decision.action != KEEP, decision.donor, self.rng)
+            for idx, why in decision.refused.items():
+                self.refuse_donor(idx, why)
             self.best_interval_objective = None
             self.workspace.keep_population_best(peers)
             self.workspace.cleanup(peers)
@@ -421,7 +428,7 @@ class PbtMember:
             )
         return decision
 
-    def save_now(
+    def publish_now(
         self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
     ) -> Record:
         """Publish the current state as this iteration's record (before the process stops)."""
@@ -449,10 +456,8 @@ class PbtMember:
             state,
             episode_returns,
             frames_since_replace=frame - self.replaced_at_frame,
-            history=self.history.values,
             network=network_value(self.network),
-            param_history=self.intervals.params,
-            gains=self.intervals.gains,
+            history=Histories(self.history.values, self.intervals.params, self.intervals.gains),
         )
 
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
@@ -484,45 +489,87 @@ class PbtMember:
                 exc,
             )
             return None
-        overrides: Dict[str, Any] = {**decision.params_after, **network_overrides(self.network)}  # + its network
+        overrides: Dict[str, Any] = dict(decision.params_after)
+        if decision.network is not None:  # the network it trains next
+            overrides.update(decision.network.after.overrides())
+        else:
+            overrides.update(network_overrides(self.network))
         overrides["experiment"] = self.cfg["experiment"]
         return RestartPlan(dest, build_restart_argv(self.argv, overrides, str(dest)))
 
-    def append_lineage(
+    def entry(
         self,
         action: str,
-        donor: Optional[Record],
         reason: str,
+        iteration: int,
+        frame: int,
         before: Mapping[str, Any],
         after: Mapping[str, Any],
-        frame: int,
-        iteration: int,
-        objective: Optional[float],
-        mode: Optional[str] = None,
-        mode_reason: str = "",
-        decided_at: Optional[float] = None,
-    ) -> None:
-        """Record one PBT event in this member's lineage (kept pending while the disk refuses it)."""
+        **fields: Any,
+    ) -> LineageEntry:
+        """A lineage entry of this member (``fields``: the other :class:`LineageEntry` fields)."""
+        return LineageEntry(
+            self.pbt.policy_idx,
+            iteration,
+            frame,
+            action,
+            reason,
+            **fields,
+            params_before=dict(before),
+            params_after=dict(after),
+        )
+
+    def append_lineage(self, entry: LineageEntry, donor: Optional[Record] = None) -> None:
+        """Record one PBT event in this member's lineage, with the ``donor`` record it names, the time
+        and the network in force (kept pending while the disk refuses it)."""
         now = time.time()
         self.lineage.append(
-            LineageEntry(
-                policy_idx=self.pbt.policy_idx,
-                iteration=iteration,
-                frame=frame,
-                action=action,
-                reason=reason,
-                objective=objective,
+            dataclasses.replace(
+                entry,
                 donor=None if donor is None else donor.policy_idx,
                 donor_iteration=None if donor is None else donor.iteration,
                 donor_objective=None if donor is None else donor.objective,
-                mode=mode if action != KEEP else None,
-                mode_reason=mode_reason,
-                params_before=dict(before),
-                params_after=dict(after),
+                mode=entry.mode if entry.action != KEEP else None,
                 time=now,
-                decided_at=now if decided_at is None else decided_at,
+                decided_at=entry.decided_at or now,
                 network=network_value(self.network),
             )
+        )
+
+    def record(
+        self, decision: Decision, outcome: Outcome, frame: int, objective: Optional[float], decided_at: float
+    ) -> None:
+        """The record step of an iteration: what the act step did (``outcome``) becomes this member's
+        state (refused donor, network, hyperparameters in force) and a lineage entry."""
+        if outcome.refused is not None:
+            self.refuse_donor(*outcome.refused)
+        if outcome.network is not None and self.network is not None:
+            self.network.spec = outcome.network.after
+            self.network.parameters = outcome.parameters
+        if outcome.mode == INPLACE:
+            self.exploited(frame, outcome.params_after, replaced=outcome.action == REPLACE)
+        planned = decision.network if outcome.action != KEEP else None  # said even where it changed nothing
+        reason = outcome.reason if planned is None else f"{outcome.reason}; {planned.describe()}"
+        entry = self.entry(
+            outcome.action,
+            reason,
+            self.last_iteration,
+            frame,
+            decision.params_before,
+            outcome.params_after,
+            objective=objective,
+            mode=outcome.mode,
+            mode_reason=outcome.mode_reason,
+            decided_at=decided_at,
+        )
+        self.append_lineage(entry, decision.donor if outcome.action == REPLACE else None)
+        log.info(
+            "PBT policy %d iteration %d: %s%s (%s)",
+            self.pbt.policy_idx,
+            self.last_iteration,
+            outcome.action,
+            f" [{outcome.mode}]" if outcome.mode else "",
+            reason,
         )
 
     def flush_lineage(self) -> bool:
@@ -532,12 +579,18 @@ class PbtMember:
 
 class DonorRefusals:
     """The donors a member refused: each refusal logged once per member and reason; a refused
-    checkpoint stays banned while it is that member's newest."""
+    checkpoint stays refused while it is that member's newest."""
 
     def __init__(self, policy_idx: int) -> None:
         self.policy_idx = policy_idx
         self.checksums: Set[str] = set()
         self.logged: Set[Tuple[int, str]] = set()
+
+    def now(self, peers: Mapping[int, Record], stale: Iterable[int]) -> Set[int]:
+        """The members refused as donors at this iteration: the stale ones (:func:`refused_stale_donors`)
+        and those whose newest checkpoint was refused."""
+        refused = refused_stale_donors(peers.values(), stale)
+        return refused | {i for i, r in peers.items() if r.checksum in self.checksums}
 
     def refuse(self, idx: int, why: str, checksum: Optional[str] = None) -> None:
         for seen in (self.checksums, self.logged):

@@ -179,3 +179,58 @@ def test_nothing_refers_to_documents_outside_the_repository() -> None:
         if "DESIGN.md" in text or "../shared" in text:
             offenders.append(name)
     assert not offenders, f"these cite documents outside the repository: {offenders}"
+
+
+# The layer table of docs/architecture.md, top to bottom: a module imports only from its own layer
+# or the layers below it. "pkg.*" is a package with every module in it; other names are one module.
+LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
+    ("entry points", ("pbt", "pbt.train", "pbt.status", "pbt.analyze", "pbt.play", "pbt.replay", "pbt.api",
+                      "pbt.overrides", "launcher.*")),
+    ("launcher", ("pbt.launcher.*",)),
+    ("tools", ("pbt.tools.*",)),
+    ("rl_games glue", ("pbt.rl_games.*",)),
+    ("tasks", ("pbt.tasks.*",)),
+    ("member", ("pbt.member", "pbt.restart", "pbt.pacing", "pbt.elastic", "pbt.objective")),
+    ("config", ("pbt.config", "pbt.resolvers", "pbt.groups")),
+    ("selection", ("pbt.selection.*",)),
+    ("mutation", ("pbt.mutation.*",)),
+    ("storage", ("pbt.storage.*",)),
+    ("basics", ("pbt.errors", "pbt.sections", "pbt.keys", "pbt.procfs", "pbt.devices")),
+]
+# (importer, imported) -> why an import may go up. None today; name each one added, with its reason.
+UPWARD_IMPORTS: Dict[Tuple[str, str], str] = {}
+
+
+def _in(module: str, entry: str) -> bool:
+    return module == entry[:-2] or module.startswith(entry[:-1]) if entry.endswith(".*") else module == entry
+
+
+def layer_of(module: str) -> List[int]:
+    """The indices of the layers whose entries name ``module`` (exactly one for every module)."""
+    return [i for i, (_, entries) in enumerate(LAYERS) for entry in entries if _in(module, entry)]
+
+
+def test_every_module_is_in_exactly_one_layer() -> None:
+    misplaced = {name: [LAYERS[i][0] for i in layer_of(name)] for name in modules() if len(layer_of(name)) != 1}
+    assert not misplaced, f"give each module one layer in LAYERS (and docs/architecture.md): {misplaced}"
+
+
+def test_imports_only_go_down_the_layers() -> None:
+    upward = []
+    for importer, imported in sorted((a, b) for a, targets in import_graph().items() for b in targets):
+        (low,), (high,) = layer_of(importer), layer_of(imported)
+        if high < low and (importer, imported) not in UPWARD_IMPORTS:
+            upward.append(f"{importer} ({LAYERS[low][0]}) imports {imported} ({LAYERS[high][0]})")
+    assert not upward, "imports go down the layer table of docs/architecture.md:\n" + "\n".join(upward)
+    assert set(UPWARD_IMPORTS) <= {(a, b) for a, bs in import_graph().items() for b in bs}, "stale exceptions"
+
+
+def test_the_layer_table_is_the_documented_one() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text().split("\n## Layers\n")[1].split("\n## ")[0]
+    rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1:] == [name for name, _ in LAYERS], "docs/architecture.md's layer table lists these layers in order"
+
+
+def test_layer_of_reads_packages_and_modules() -> None:
+    assert layer_of("pbt.storage.record") == [9] and layer_of("pbt.member") == [5] and layer_of("pbt") == [0]
+    assert layer_of("pbt.storage") == [9] and layer_of("pbt.storageX") == []

@@ -12,14 +12,12 @@ No torch: runs on Python 3.8 with the standard library only.
 """
 
 from pbt.mutation.base import (
-    ARCHITECTURE,
     CHANGE_RANGES,
     DISCOUNT_RANGE,
     GENERAL_RANGE,
     HYPERPARAMETER,
     TARGETS,
     UNBOUNDED,
-    WEIGHTS,
     HyperparameterMutation,
     InvalidValueError,
     Mutation,
@@ -61,7 +59,6 @@ __all__ = [
     "check_value",
     "checked_params",
     "frozen_reason",
-    "ARCHITECTURE",
     "BOUND_SCALES",
     "CHANGE_RANGES",
     "DEFAULT_MUTATION",
@@ -74,7 +71,6 @@ __all__ = [
     "MUTATIONS",
     "MUTATION_FUNCS",
     "TARGETS",
-    "WEIGHTS",
     "ExploreConfig",
     "HyperparameterMutation",
     "Mutation",

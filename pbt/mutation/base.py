@@ -1,9 +1,10 @@
 """What a mutation is: one kind of change PBT's explore step makes to a member.
 
-A mutation declares what it targets (a hyperparameter, the weights, the architecture), whether the
-learner must be rebuilt to take the change, how it validates a value before training starts, and
-how it applies a change. The generic code in :mod:`pbt.mutation.scheme` reads only these
-declarations, never a mutation's name. Hyperparameter mutations are the one kind registered today.
+A mutation declares what it targets (a hyperparameter), whether the learner must be rebuilt to take
+the change, how it validates a value before training starts, and how it applies a change. The
+generic code in :mod:`pbt.mutation.scheme` reads only these declarations, never a mutation's name.
+Hyperparameter mutations are the one kind registered; the network's explore step (weights,
+architecture, activation) is :mod:`pbt.mutation.network`, drawn per explore step, not per key.
 """
 
 import abc
@@ -15,10 +16,8 @@ from typing import Any, Callable, ClassVar, Mapping, Optional, Tuple, Type
 from pbt.errors import ConfigError
 
 HYPERPARAMETER = "hyperparameter"
-WEIGHTS = "weights"
-ARCHITECTURE = "architecture"
-TARGETS: Tuple[str, ...] = (HYPERPARAMETER, WEIGHTS, ARCHITECTURE)
-"""What a mutation may change."""
+TARGETS: Tuple[str, ...] = (HYPERPARAMETER,)
+"""What a registered mutation may change (the network's changes are :mod:`pbt.mutation.network`'s)."""
 
 GENERAL_RANGE = "general"
 """The change range ``pbt.change_min`` .. ``pbt.change_max``."""

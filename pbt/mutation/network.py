@@ -12,7 +12,6 @@ This module only decides; the torch surgery that carries a change out on an rl_g
 :mod:`pbt.rl_games.surgery`. No torch: Python 3.8 and the standard library only.
 """
 
-import dataclasses
 import logging
 import math
 import random
@@ -479,8 +478,9 @@ def network_of(data: Any) -> Optional[NetworkSpec]:
 
 
 class NetworkTracker:
-    """A member's network as PBT tracks it (no torch): the spec in force, its parameter count (set
-    by the agent glue), and the change planned at the last explore step."""
+    """A member's network as PBT tracks it (no torch): the spec in force and its parameter count
+    (set by the agent glue). The change of an explore step travels in the
+    :class:`pbt.selection.Decision`, not here."""
 
     def __init__(self, settings: NetworkMutationConfig, spec: NetworkSpec) -> None:
         self.settings = settings
@@ -488,8 +488,6 @@ class NetworkTracker:
         self.start = spec
         """The configured network: a peer's differs from it only in what mutates (its RNN cell, kernels...)."""
         self.parameters: Optional[int] = None
-        self.kind: Optional[str] = None
-        self.change: Optional[NetworkChange] = None
 
     @classmethod
     def from_config(
@@ -528,32 +526,16 @@ class NetworkTracker:
             value["parameters"] = int(self.parameters)
         return value
 
-    def draw(self, rng: random.Random) -> bool:
-        """Draw this iteration's kind; True when it is ``hyperparameters`` (the scheme may mutate)."""
-        self.kind = draw_kind(self.settings, rng)
-        self.change = None
-        return self.kind == HYPERPARAMETERS
+    def draw(self, rng: random.Random) -> str:
+        """This explore step's kind (one ``rng.random()``); only ``hyperparameters`` lets the scheme mutate."""
+        return draw_kind(self.settings, rng)
 
-    def plan(self, acted: bool, donor_network: Any, rng: random.Random) -> Optional[NetworkChange]:
-        """The network change of an explore step (``acted``: the member mutates or took a donor's
-        weights; ``donor_network``: the donor's recorded network, when it took one). The change
-        starts from the donor's network, which the member adopts first."""
-        self.change = None
-        if not acted or self.kind is None:
-            return None
+    def plan(self, kind: str, donor_network: Any, rng: random.Random) -> NetworkChange:
+        """The network change of an explore step of ``kind`` (``donor_network``: the donor's recorded
+        network when the member takes a donor's weights, else None). The change starts from the
+        donor's network, which the member adopts first."""
         base = self.within_limits(network_of(donor_network), "the donor's network") or self.spec
-        self.change = plan_change(base, self.kind, self.settings, rng)
-        return self.change
-
-
-def explore_settings(tracker: Optional[NetworkTracker], settings: Any, rng: random.Random) -> Any:
-    """The PBT settings for this iteration's explore step: with network mutations on, one kind is
-    drawn first and, unless it is ``hyperparameters``, the scheme mutates nothing (``settings`` is a
-    :class:`pbt.config.PbtConfig`; a copy with ``mutation_rate`` and ``min_mutations`` 0)."""
-    if tracker is None or tracker.draw(rng):
-        return settings
-    explore = dataclasses.replace(settings.explore, mutation_rate=0.0, min_mutations=0)
-    return dataclasses.replace(settings, explore=explore)
+        return plan_change(base, kind, self.settings, rng)
 
 
 def network_value(tracker: Optional[NetworkTracker]) -> Optional[Dict[str, Any]]:
@@ -573,9 +555,3 @@ def resume_network(tracker: Optional[NetworkTracker], saved: Any, source: str, p
         logger.warning(
             "PBT policy %d: %s; resuming with the configured network %s", policy_idx, problem, tracker.spec.describe()
         )
-
-
-def plan_network(tracker: Optional[NetworkTracker], acted: bool, donor: Any, rng: random.Random) -> None:
-    """:meth:`NetworkTracker.plan` after a decision (``donor``: the donor's record, or None)."""
-    if tracker is not None:
-        tracker.plan(acted, None if donor is None else donor.network, rng)

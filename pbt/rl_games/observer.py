@@ -11,7 +11,6 @@ import math
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
@@ -19,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from rl_games.common.algo_observer import AlgoObserver
 
 from pbt.errors import ConfigError, PbtError, WorkspaceError, did_you_mean
+from pbt.member import Outcome, PbtMember
 from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
 from pbt.pacing import wait_for_peers
 from pbt.rl_games.agent import AgentAdapter
@@ -27,6 +27,7 @@ from pbt.rl_games.registry import adapter_class, algo_name, make_adapter
 from pbt.rl_games.tensorboard import PbtScalars, start_wandb
 from pbt.rl_games.vecenv import EPISODE_RETURN_KEY
 from pbt.storage.checkpoints import load_state_file
+from pbt.storage.lineage import INPLACE
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class WorkerObserver(AlgoObserver):
         self.score: Optional[MemberObjective] = None
         self.exploiter: Optional[Exploiter] = None
         self.objective_key = str(cfg.get("pbt", {}).get("objective", DEFAULT_OBJECTIVE))
-        self.member: Any = None
+        self.member: Optional[PbtMember] = None
         self.start_frame = 0
         self.first_step_pending = True
         self.stop_signal: Optional[int] = None
@@ -119,13 +120,12 @@ class WorkerObserver(AlgoObserver):
             shaping = reward_shaping(task_ref_of(self.cfg["task"]))
             self.member = PbtMember(self.cfg, run_dir, sys.argv[1:], shaping=shaping)
             self.cfg = self.member.startup()
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self.on_stop_signal)
         return self.cfg
 
     def on_stop_signal(self, signum: int, frame: Any) -> None:
-        """SIGTERM (sent by the launcher and Slurm before SIGKILL): only note it here; the next env
-        step or epoch end saves the state and exits (never in the middle of an update or a write)."""
+        """SIGTERM (sent by the launcher and Slurm before SIGKILL; :func:`pbt.rl_games.runner.run`
+        installs this handler for its one member): only note it here; the next env step or epoch end
+        saves the state and exits (never in the middle of an update or a write)."""
         self.stop_signal = signum
 
     # -- rl_games hooks ---------------------------------------------------------------------------
@@ -153,23 +153,16 @@ class WorkerObserver(AlgoObserver):
             self.member.started(self.start_frame)
             scalars = PbtScalars.for_member(algo.writer, self.member, self.start_frame)
             live = getattr(getattr(algo.vec_env, "task", None), "live_setters", None)
-            self.exploiter = Exploiter(
-                self.member,
-                agent,
-                self.score,
-                scalars,
-                task_setters=live() if live else None,
-                before_exec=[self.stop_if_signalled, self.flush_writer],
-                on_new_weights=self.new_weights,
-            )
+            self.exploiter = Exploiter(self.member, agent, self.score, scalars, task_setters=live() if live else None)
 
     def restore_checkpoint(self, agent: AgentAdapter, checkpoint: str) -> None:
         """Restore ``checkpoint=`` (ConfigError when it does not fit); a joiner whose donor's
         checkpoint does not fit trains fresh instead, the donor refused, rather than die at every start."""
         state = load_state_file(checkpoint)
-        donor = getattr(self.member, "joined_from", None)
+        member = self.member
+        donor = None if member is None else member.joined_from
         problem = agent.state_problem(state, counts=True) if donor is not None else None
-        if problem is None or donor is None:  # only a joiner's checkpoint is checked
+        if member is None or donor is None or problem is None:  # only a joiner's checkpoint is checked
             self.restore(agent, state, checkpoint)
             return
         log.warning(
@@ -178,9 +171,7 @@ class WorkerObserver(AlgoObserver):
             checkpoint,
             problem,
         )
-        self.member.refuse_donor(
-            donor.policy_idx, f"its checkpoint does not fit this agent ({problem})", donor.checksum
-        )
+        member.refuse_donor(donor.policy_idx, f"its checkpoint does not fit this agent ({problem})", donor.checksum)
 
     def restore(self, agent: AgentAdapter, state: Dict[str, Any], source: str) -> None:
         """Load weights, optimizer, normalizers and frame count; then the configured hyperparameters."""
@@ -240,12 +231,12 @@ class WorkerObserver(AlgoObserver):
             # rl_games would crash in the next rollout (a NaN sigma): go back to finite weights now and
             # run a PBT iteration with objective NaN, so the member ranks last and is replaced.
             self.exploiter.roll_back(frame, diverged)
-            self.exploiter.iterate(frame, math.nan)
+            self.carry_out(self.exploiter.iterate(frame, math.nan))
         else:
             self.member.observe(objective)
             if self.member.due(frame):
                 final = self.finishing(frame, epoch_num)
-                self.exploiter.iterate(frame, objective, final=final)
+                self.carry_out(self.exploiter.iterate(frame, objective, final=final))
                 if not final:  # pacing: far ahead of the slowest peer, wait for its evidence
                     wait_for_peers(
                         self.member.pbt,
@@ -259,7 +250,22 @@ class WorkerObserver(AlgoObserver):
         if self.finishing(frame, epoch_num):
             from pbt.storage.liveness import FINISHED
 
-            self.member.liveness.final_state = FINISHED
+            if self.member.liveness is not None:  # set by startup
+                self.member.liveness.final_state = FINISHED
+
+    def carry_out(self, outcome: Optional[Outcome]) -> None:
+        """The end of an iteration that acted: the next env step is the first with new weights (in
+        place), or the process re-executes into the exec plan (a stop signal wins: save and exit)."""
+        if outcome is None:
+            return
+        if outcome.mode == INPLACE:
+            self.new_weights()
+        if outcome.restart is not None and self.member is not None:
+            from pbt.restart import exec_restart
+
+            liveness = self.member.liveness
+            stop_heartbeat = [liveness.stop_thread] if liveness is not None else []
+            exec_restart(outcome.restart.argv, before_exec=[self.stop_if_signalled, self.flush_writer, *stop_heartbeat])
 
     def finishing(self, frame: int, epoch_num: int) -> bool:
         """True at the last epoch (rl_games stops right after this hook)."""
@@ -318,7 +324,7 @@ class WorkerObserver(AlgoObserver):
             frame = int(self.algo.frame)
             self.member.heartbeat(frame)
             if self.exploiter is not None:
-                self.exploiter.save_state(frame, name)
+                self.exploiter.publish_before_stop(frame, name)
             self.member.close(STOPPED)
         else:
             log.info("%s: exiting", name)

@@ -11,6 +11,8 @@ must be imported first (:func:`pbt.tasks.registry.prepare_backend`).
 import logging
 import math
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, cast
@@ -269,6 +271,8 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
     from pbt.rl_games.observer import WorkerObserver
 
     observer = (observer_factory or WorkerObserver)(prepare_config(cfg))
+    if threading.current_thread() is threading.main_thread():  # one member per process: its stop signal
+        signal.signal(signal.SIGTERM, observer.on_stop_signal)
     runner = build_runner(cfg, observer, prepare=observer.prepare)
     start = time.time()
     runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})

@@ -27,12 +27,15 @@ import math
 import re
 import statistics
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 from pbt.errors import ConfigError, PbtError
 from pbt.keys import short_keys
 from pbt.storage.lineage import LineageEntry
 from pbt.storage.record import Record
+
+if TYPE_CHECKING:
+    from pbt.member import PbtMember
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ class PbtScalars:
         self.prefix = prefix
 
     @classmethod
-    def for_member(cls, writer: Any, member: Any, frame: int) -> Optional["PbtScalars"]:
+    def for_member(cls, writer: Any, member: Optional["PbtMember"], frame: int) -> Optional["PbtScalars"]:
         """The scalars of a PBT member (None without PBT or without a writer); logs the
         hyperparameters it starts with at ``frame``, so their curves begin where it starts."""
         if writer is None or member is None:
@@ -148,7 +151,7 @@ class PbtScalars:
                 self._add("network_parameters", float(network["parameters"]), frame, written)
         return written
 
-    def log_member(self, frame: int, member: Any) -> Dict[str, float]:
+    def log_member(self, frame: int, member: "PbtMember") -> Dict[str, float]:
         """:meth:`log_iteration` from a :class:`pbt.member.PbtMember` after its decision was
         logged: reads its latest records and lineage from the workspace. Never raises for a
         workspace problem (a missing curve point must not stop training)."""

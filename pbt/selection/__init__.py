@@ -17,16 +17,15 @@ argument; peers are visited in policy_idx order, so a decision is reproducible f
 from pbt.selection.base import KEEP, MUTATE, REPLACE, Context, Decision, MemberState, SelectionGates, Strategy
 from pbt.selection.dexpbt import DexPbt, DexPbtConfig
 from pbt.selection.population import (
-    check_policy_idx,
     eligible_donors,
     group_size,
-    invalid_donors,
     is_diverged,
     is_ready,
     known_objective,
     mean_std,
     population_view,
     rank,
+    refused_for_params,
     trimmed_std,
 )
 from pbt.selection.registry import (
@@ -41,6 +40,7 @@ from pbt.selection.registry import (
 from pbt.selection.threshold import Threshold, ThresholdConfig
 from pbt.selection.tournament import Tournament, TournamentConfig
 from pbt.selection.truncation import Truncation, TruncationConfig
+from pbt.storage.record import check_policy_idx  # the one check, where the limit is
 
 __all__ = [
     "KEEP",
@@ -68,7 +68,7 @@ __all__ = [
     "get_strategy",
     "group_size",
     "initial_mutation",
-    "invalid_donors",
+    "refused_for_params",
     "is_diverged",
     "is_ready",
     "known_objective",

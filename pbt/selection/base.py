@@ -27,10 +27,11 @@ from typing import (
 )
 
 from pbt.sections import Section, require
-from pbt.selection.population import diverged_significance, is_diverged, merge_params
+from pbt.selection.population import View, diverged_significance, is_diverged, merge_params, population_view
 from pbt.selection.stats import welch_greater
 
 if TYPE_CHECKING:
+    from pbt.mutation.network import NetworkChange
     from pbt.storage.record import Record
 
 KEEP = "keep"
@@ -52,7 +53,8 @@ class MemberState:
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of one PBT iteration for one member."""
+    """Everything one PBT iteration will do to one member: the action, the donor, the
+    hyperparameters and the network change (an actuator carries it out)."""
 
     action: str
     """"keep" (change nothing), "mutate" (own weights, new hyperparameters) or "replace"
@@ -69,6 +71,13 @@ class Decision:
     """Equal experience: policy_idx -> (the peer's iteration, this member's iteration) at which
     each peer with a known objective was compared (:mod:`pbt.selection.experience`); empty when
     records were compared as they are."""
+    network: Optional["NetworkChange"] = None
+    """The change to this member's network at this explore step (``pbt.network_mutation``), starting
+    from the donor's network when it takes a donor's weights; None: the network is not evolved, or
+    the decision keeps."""
+    refused: Dict[int, str] = field(default_factory=dict)
+    """Peers refused as donors at this iteration for hyperparameters no member may train with
+    (policy_idx -> why); they stayed ranked. The caller logs them (the member: once per reason)."""
 
     @property
     def donor_idx(self) -> Optional[int]:
@@ -152,7 +161,7 @@ class Context:
     """The shared gates."""
     explore: Explore
     """Mutates hyperparameters (the ``explore`` config section applied)."""
-    banned_donors: AbstractSet[int] = frozenset()
+    refused_donors: AbstractSet[int] = frozenset()
     """Members that stay ranked (counts, groups, spread) but are never taken as donors."""
     perturb: Optional[Perturb] = None
     """The perturbation explore step (truncation); None: ``explore`` is used instead."""
@@ -161,6 +170,9 @@ class Context:
     space: Any = None
     """The search space (:class:`pbt.mutation.space.SearchSpace`) explore steps stay inside; None:
     none given (a hand-made Context)."""
+    view: Optional[View] = None
+    """The population as ranked (each member's record, at equal experience when the gate is on),
+    computed once by :func:`pbt.selection.decide`; None: a hand-made Context (see :meth:`Strategy.view`)."""
 
     @property
     def population(self) -> Union[int, Tuple[int, ...]]:
@@ -198,6 +210,13 @@ class Strategy(abc.ABC):
         """What this member does at this PBT iteration."""
 
     # -- helpers every strategy uses ----------------------------------------------------------------
+
+    def view(self, own: MemberState, peers: Sequence["Record"]) -> Dict[int, Optional["Record"]]:
+        """policy_idx -> the record ranked: the context's (decide computed it once), else (a strategy
+        called with a hand-made Context) :func:`population_view` of ``peers``."""
+        if self.ctx.view is not None:
+            return dict(self.ctx.view)
+        return population_view(own.record, peers, self.ctx.population)
 
     def waiting(self, own: MemberState) -> Optional[str]:
         """Why this member does not act yet (timing gates, unknown objective, ready rule), or None;

@@ -22,7 +22,6 @@ from pbt.selection.population import (
     is_diverged,
     known_objective,
     merge_params,
-    population_view,
     rank,
     records,
     trimmed_std,
@@ -66,13 +65,13 @@ class DexPbt(Strategy):
         timing = self.waiting(own)
         if timing is not None:
             return self.keep(own, timing)
-        view = population_view(own.record, peers, self.ctx.population)
+        view = self.view(own, peers)
         ranking = rank(view, idx)
         gate = None if gates.dbg_mode or diverged else self._gates(own, view, ranking)
         if gate is not None:
             return self.keep(own, gate)
         best = [i for i in self._best_group(ranking, view) if i != idx]
-        candidates = eligible_donors(records(view, best), gates.ready_frames, self.ctx.banned_donors)
+        candidates = eligible_donors(records(view, best), gates.ready_frames, self.ctx.refused_donors)
         if not candidates:
             return self.keep(own, "no other ready member with a known objective in the best group")
         return self._act(own, view, rng.choice(candidates), rng)

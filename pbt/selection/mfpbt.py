@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from pbt.errors import ConfigError
 from pbt.sections import PARSER, Section, type_error
 from pbt.selection.base import KEEP, Decision, MemberState, Strategy, fmt
-from pbt.selection.population import eligible_donors, is_diverged, known_objective, merge_params, population_view, rank
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, merge_params, rank
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -185,7 +185,7 @@ class MfPbt(Strategy):
         iteration = own.record.iteration
         if iteration % sub.frequency:
             return self.keep(own, f"{where} evolves at multiples of {sub.frequency} intervals, not at {iteration}")
-        view = population_view(own.record, peers, self.ctx.population)
+        view = self.view(own, peers)
         ranking = [i for i in rank(view, idx) if known_objective(view[i]) is not None]
         if is_diverged(own.record):
             ranking.append(idx)  # ranks last
@@ -219,7 +219,7 @@ class MfPbt(Strategy):
             for r in eligible_donors(
                 [r for r in (view[i] for i in ranking if i not in sub.members) if r is not None],
                 self.ctx.gates.ready_frames,
-                self.ctx.banned_donors,
+                self.ctx.refused_donors,
             )
         ]
         position = {i: p for p, i in enumerate(ranking)}
@@ -281,7 +281,7 @@ class MfPbt(Strategy):
             return own_objective is None or (value is not None and value > own_objective)
 
         better = [r for r in (view[i] for i in order if i != idx) if r is not None and beats_own(r)]
-        donors = eligible_donors(better, self.ctx.gates.ready_frames, self.ctx.banned_donors)
+        donors = eligible_donors(better, self.ctx.gates.ready_frames, self.ctx.refused_donors)
         if not donors:
             return self._perturbed(
                 own,

@@ -29,7 +29,6 @@ from pbt.errors import ConfigError
 from pbt.sections import Section, require
 from pbt.selection.base import Decision, MemberState
 from pbt.selection.pb2_data import data_points, denormalise, newest, point_x
-from pbt.selection.population import population_view
 from pbt.selection.truncation import Truncation
 
 if TYPE_CHECKING:
@@ -126,7 +125,7 @@ class PB2(Truncation):
         """``params`` with the continuous keys at the UCB maximum, and a note for the reason."""
         from pbt.selection.pb2_model import acquire
 
-        view = population_view(own.record, getattr(self, "_peers", []), self.ctx.population)
+        view = self.view(own, getattr(self, "_peers", []))
         records = [r for r in view.values() if r is not None]
         points = newest(data_points(records, dims), self.settings.pb2_max_data)
         if len(points) < MIN_POINTS:

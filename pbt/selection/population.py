@@ -18,9 +18,6 @@ from typing import (
     Union,
 )
 
-from pbt.errors import ConfigError
-from pbt.storage.record import MAX_POLICY_IDX
-
 if TYPE_CHECKING:
     from pbt.storage.record import Record
 
@@ -28,24 +25,6 @@ _EPS = 1e-9  # guards ceil(fraction * N) against float fuzz such as 0.3 * 10 = 3
 
 View = Mapping[int, Optional["Record"]]
 """policy_idx -> the record to compare with (None: unknown)."""
-
-
-def check_policy_idx(policy_idx: int, num_policies: Optional[int]) -> None:
-    """Raise ConfigError unless 0 <= policy_idx < num_policies (None: an elastic population, any
-    index a record can carry)."""
-    if num_policies is None:
-        if not 0 <= policy_idx < MAX_POLICY_IDX:
-            raise ConfigError(
-                f"pbt.policy_idx={policy_idx} is out of range: in an elastic population "
-                f"(pbt.num_policies=auto) it must be in 0..{MAX_POLICY_IDX - 1}."
-            )
-        return
-    if not 0 <= policy_idx < num_policies:
-        raise ConfigError(
-            f"pbt.policy_idx={policy_idx} is out of range for pbt.num_policies={num_policies}. "
-            f"Valid range: 0..{num_policies - 1}; set pbt.policy_idx to one of them "
-            "(one process per index)."
-        )
 
 
 def population_view(
@@ -147,14 +126,14 @@ def is_ready(record: "Record", ready_after: int) -> bool:
 
 
 def eligible_donors(
-    candidates: Iterable["Record"], ready_after: int, banned: AbstractSet[int] = frozenset()
+    candidates: Iterable["Record"], ready_after: int, refused: AbstractSet[int] = frozenset()
 ) -> List["Record"]:
-    """The candidates that may be donors: ready, and not banned (a banned member still counts in
+    """The candidates that may be donors: ready, and not refused (a refused member still counts in
     the ranking, its groups and spread; it is only never copied)."""
-    return [r for r in candidates if r.policy_idx not in banned and is_ready(r, ready_after)]
+    return [r for r in candidates if r.policy_idx not in refused and is_ready(r, ready_after)]
 
 
-def invalid_donors(view: View, own_idx: int, check: Callable[[Any], Sequence[str]]) -> Dict[int, str]:
+def refused_for_params(view: View, own_idx: int, check: Callable[[Any], Sequence[str]]) -> Dict[int, str]:
     """policy_idx -> why that member's record cannot be a donor: ``check(record.params)`` found
     problems (hyperparameters no member may train with). Such a member stays ranked; neither its
     hyperparameters nor its weights are taken."""

@@ -13,7 +13,6 @@ from typing import (
     TYPE_CHECKING,
     AbstractSet,
     Any,
-    Callable,
     Collection,
     Dict,
     List,
@@ -28,6 +27,7 @@ from typing import (
 
 from pbt.errors import ConfigError
 from pbt.mutation.explore import ExploreConfig
+from pbt.mutation.network import HYPERPARAMETERS
 from pbt.mutation.scheme import checked_params, mutate_params
 from pbt.mutation.scheme import perturb as perturb_params
 from pbt.sections import Section, choice_error
@@ -36,12 +36,14 @@ from pbt.selection.dexpbt import DexPbt
 from pbt.selection.experience import Pair, align, describe
 from pbt.selection.mfpbt import MfPbt
 from pbt.selection.pb2 import PB2
-from pbt.selection.population import check_policy_idx, invalid_donors, population_view
+from pbt.selection.population import population_view, refused_for_params
 from pbt.selection.threshold import Threshold
 from pbt.selection.tournament import Tournament
 from pbt.selection.truncation import Truncation
+from pbt.storage.record import check_policy_idx
 
 if TYPE_CHECKING:
+    from pbt.mutation.network import NetworkTracker
     from pbt.storage.record import Record
 
 
@@ -98,24 +100,28 @@ def decide(
     cfg: SelectionSettings,
     rng: random.Random,
     *,
-    banned_donors: AbstractSet[int] = frozenset(),
-    on_refused: Optional[Callable[[int, str], None]] = None,
+    refused_donors: AbstractSet[int] = frozenset(),
     members: Optional[Collection[int]] = None,
+    network: Optional["NetworkTracker"] = None,
 ) -> Decision:
     """Decide what this member does at this PBT iteration, by the strategy ``cfg.selection``.
 
-    ``banned_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
+    ``refused_donors``: members that stay in the ranking (counts, groups, spread unchanged) but are
     never taken as donors (e.g. members whose heartbeat went stale). Members whose record carries
     hyperparameters no member may train with (``pbt.mutation.checked_params``: not a number, not
-    finite, outside the function's range or ``pbt.bounds``) are banned the same way, and
-    ``on_refused(policy_idx, why)`` is called for each (default: logged). Never raises for a peer's
-    junk, and never returns a changed hyperparameter that fails that check.
+    finite, outside the function's range or ``pbt.bounds``) are refused the same way, and named in
+    ``Decision.refused``. Never raises for a peer's junk, and never returns a changed hyperparameter
+    that fails that check.
 
     With ``gates.equal_experience`` each peer's record is first taken at equal experience with
     this member's, pairwise (:mod:`pbt.selection.experience`): no peer holds back the others.
 
     ``members``: the policy indices ranked in an elastic population (``cfg.population_size`` None,
     :func:`pbt.selection.membership.ranked_members`); this member is always one of them.
+
+    ``network``: this member's network when it is evolved (``pbt.network_mutation``): one kind is
+    drawn first, before the strategy decides; unless it is ``hyperparameters`` the scheme mutates
+    nothing. A decision that acts then carries the network change (``Decision.network``).
     """
     strategy_class = get_strategy(cfg.selection)
     size = cfg.population_size
@@ -129,6 +135,9 @@ def decide(
         check_policy_idx(own.record.policy_idx, size)
         population = size
     explore = cfg.explore
+    kind = None if network is None else network.draw(rng)
+    if kind not in (None, HYPERPARAMETERS):  # one kind per explore step: this one leaves hyperparameters alone
+        explore = dataclasses.replace(explore, mutation_rate=0.0, min_mutations=0)
 
     def mutate(params: Mapping[str, Any], rng: random.Random) -> Dict[str, Any]:
         return mutate_params(params, explore, rng)
@@ -137,12 +146,7 @@ def decide(
         return checked_params(params, own.record.params, explore.mutation, explore.bounds, explore.search_space)[1]
 
     view = population_view(own.record, peers, population)
-    refused = invalid_donors(view, own.record.policy_idx, check)
-    for idx, why in refused.items():
-        if on_refused is not None:
-            on_refused(idx, why)
-        else:
-            logger.warning("PBT policy %d: member %d is no donor: %s", own.record.policy_idx, idx, why)
+    refused = refused_for_params(view, own.record.policy_idx, check)
 
     def perturb(
         params: Mapping[str, Any], rng: random.Random, factors: Sequence[float], resample_probability: float
@@ -153,17 +157,21 @@ def decide(
         size,
         cfg.gates,
         mutate,
-        frozenset(banned_donors) | frozenset(refused),
+        frozenset(refused_donors) | frozenset(refused),
         perturb,
         None if isinstance(population, int) else population,
         explore.search_space,
     )
-    strategy = strategy_class(cfg.strategies[cfg.selection], context)
+    settings = cfg.strategies[cfg.selection]
     pairs: Dict[int, Pair] = {}
     if cfg.gates.equal_experience:
-        peers, pairs = align(own.record, view, strategy.window)
+        peers, pairs = align(own.record, view, strategy_class(settings, context).window)
     else:
         peers = [r for i, r in sorted(view.items()) if r is not None and i != own.record.policy_idx]
+    ranked: Dict[int, Optional[Record]] = {i: None for i in view}  # the view the strategy ranks: peers as aligned
+    ranked.update({r.policy_idx: r for r in peers})
+    ranked[own.record.policy_idx] = own.record
+    strategy = strategy_class(settings, dataclasses.replace(context, view=ranked))
     decision = strategy.decide(own, peers, rng)
     if decision.donor is not None:  # the donor's newest record (its weights), not the copy ranked
         decision = dataclasses.replace(decision, donor=view.get(decision.donor.policy_idx) or decision.donor)
@@ -172,7 +180,10 @@ def decide(
     decision = dataclasses.replace(
         decision, compared=compared, reason=decision.reason + describe(own.record, pairs) + elastic
     )
-    decision = _checked(decision, explore)
+    decision = dataclasses.replace(_checked(decision, explore), refused=refused)
+    if network is not None and kind is not None and decision.action != KEEP:
+        donor_network = None if decision.donor is None else decision.donor.network
+        decision = dataclasses.replace(decision, network=network.plan(kind, donor_network, rng))
     logger.debug("PBT policy %d: %s (%s)", own.record.policy_idx, decision.action, decision.reason)
     return decision
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence, Tuple
 
 from pbt.sections import Section, require_finite
 from pbt.selection.base import Decision, MemberState, Strategy, fmt
-from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, population_view, records
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, records
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -50,7 +50,7 @@ class Threshold(Strategy):
             return self.keep(own, wait)
         gates = self.ctx.gates
         idx = own.record.policy_idx
-        view = population_view(own.record, peers, self.ctx.population)
+        view = self.view(own, peers)
         known = {i: o for i, o in ((i, known_objective(view[i])) for i in sorted(view)) if o is not None}
         if not known or (len(known) == 1 and idx in known):
             return self.keep(own, f"{len(known)} objectives known: nothing to compare with")
@@ -63,7 +63,7 @@ class Threshold(Strategy):
         if not above and is_diverged(own.record):  # no spread to cut (e.g. one known peer): the best will do
             top = max(known.values())
             above = records(view, [i for i, o in known.items() if o == top and i != idx])
-        leaders = eligible_donors(above, gates.ready_frames, self.ctx.banned_donors)
+        leaders = eligible_donors(above, gates.ready_frames, self.ctx.refused_donors)
         own_params = dict(own.record.params)
         if not leaders:
             reason = f"underperformer, no ready leader: mutate only ({numbers})"

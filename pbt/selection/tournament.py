@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Dict, List, Sequence
 from pbt.sections import Section, require
 from pbt.selection.base import Decision, MemberState, Strategy, fmt
 from pbt.selection.experience import fitness
-from pbt.selection.population import eligible_donors, population_view
+from pbt.selection.population import eligible_donors
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -71,7 +71,7 @@ class Tournament(Strategy):
         gates = self.ctx.gates
         idx = own.record.policy_idx
         cfg = self.settings
-        view = population_view(own.record, peers, self.ctx.population)
+        view = self.view(own, peers)
         known: Dict[int, float] = {}
         for i in sorted(view):
             value = fitness(view[i], cfg.eval_loop)
@@ -83,7 +83,7 @@ class Tournament(Strategy):
         others = eligible_donors(
             [r for i, r in sorted(view.items()) if r is not None and i != idx and i in known],
             gates.ready_frames,
-            self.ctx.banned_donors,
+            self.ctx.refused_donors,
         )
         pool: List[int] = sorted(([idx] if own_fitness is not None else []) + [r.policy_idx for r in others])
         if len(pool) < 2:

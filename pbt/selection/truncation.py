@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 
 from pbt.sections import PARSER, Section, require, type_error
 from pbt.selection.base import Decision, MemberState, Strategy, fmt
-from pbt.selection.population import eligible_donors, is_diverged, known_objective, population_view, rank, records
+from pbt.selection.population import eligible_donors, is_diverged, known_objective, rank, records
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -85,7 +85,7 @@ class Truncation(Strategy):
             return self.keep(own, wait)
         gates = self.ctx.gates
         idx = own.record.policy_idx
-        view = population_view(own.record, peers, self.ctx.population)
+        view = self.view(own, peers)
         ranked = ((i, known_objective(view[i])) for i in rank(view, idx))
         objectives = {i: o for i, o in ranked if o is not None}  # best first
         known = list(objectives)
@@ -98,7 +98,7 @@ class Truncation(Strategy):
         own_params = dict(own.record.params)
         own_objective = known_objective(own.record)
         better = [i for i in top if i != idx and (own_objective is None or objectives[i] > own_objective)]
-        donors = eligible_donors(records(view, better), gates.ready_frames, self.ctx.banned_donors)
+        donors = eligible_donors(records(view, better), gates.ready_frames, self.ctx.refused_donors)
         if not donors:
             return self._perturbed(
                 own, None, own_params, f"bottom quantile, no ready top member above it: perturb only ({numbers})", rng

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import re
 from dataclasses import dataclass
-from typing import ContextManager, List, Optional, Protocol, Set, Tuple
+from typing import ContextManager, List, Optional, Protocol, Set, Tuple, runtime_checkable
 
 from pbt.errors import CorruptRecordError, WorkspaceError
 
@@ -77,10 +77,6 @@ class Store(Protocol):
     def create_exclusive(self, key: str, data: bytes) -> bool:
         """Create the object with ``data`` unless it exists; False when it does."""
 
-    def ensure_dir(self, prefix: str) -> None:
-        """Make ``prefix`` usable as a directory (a no-op where directories do not exist); something
-        else at its name (a symlink, a file) is moved aside, never followed."""
-
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` (an object or a directory prefix) to ``dst``, which must not exist."""
 
@@ -89,11 +85,6 @@ class Store(Protocol):
 
     def is_dir(self, key: str) -> bool:
         """True when ``key`` is a directory prefix."""
-
-    def remove_stale_temps(self, prefix: str, max_age: float) -> List[str]:
-        """Remove leftovers of writers killed mid-write under ``prefix``: this process's own (none of
-        its writes is in flight when it calls this) and others' untouched for ``max_age`` seconds.
-        Returns the keys removed ([] on stores whose puts leave no temp objects)."""
 
     def path(self, key: str) -> str:
         """A string naming the object for messages (a file path, a URL)."""
@@ -107,6 +98,32 @@ class Store(Protocol):
         whose requests are costly may take one listing at its start and answer ``list``, ``stat`` and
         unchanged small ``get`` s from it for the calling thread (others are not affected).
         ``population``: N of a fixed-size population, whose scan reads member directories 0..N-1 only."""
+
+
+@runtime_checkable
+class DirectoryStore(Store, Protocol):
+    """A store with real directories (:class:`pbt.storage.local.LocalStore`) and what only they need.
+    An object store has none of it: its keys need no parent and its puts leave no temp objects."""
+
+    def ensure_dir(self, prefix: str) -> None:
+        """Make ``prefix`` a directory; something else at its name (a symlink, a file) is moved
+        aside, never followed."""
+
+    def remove_stale_temps(self, prefix: str, max_age: float) -> List[str]:
+        """Remove leftovers of writers killed mid-write under ``prefix``: this process's own (none of
+        its writes is in flight when it calls this) and others' untouched for ``max_age`` seconds.
+        Returns the keys removed."""
+
+
+def ensure_dir(store: Store, prefix: str) -> None:
+    """Make ``prefix`` a directory where the store has directories; nothing to do on an object store."""
+    if isinstance(store, DirectoryStore):
+        store.ensure_dir(prefix)
+
+
+def remove_stale_temps(store: Store, prefix: str, max_age: float) -> List[str]:
+    """:meth:`DirectoryStore.remove_stale_temps` where the store has directories, else nothing to remove."""
+    return store.remove_stale_temps(prefix, max_age) if isinstance(store, DirectoryStore) else []
 
 
 class RefusalLog:

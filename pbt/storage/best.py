@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from pbt.errors import CorruptRecordError, WorkspaceError
-from pbt.storage.backend import Refused
+from pbt.storage.backend import Refused, ensure_dir
 from pbt.storage.format import CHECKPOINT_SUFFIX, RECORD_SUFFIX, best_stem
 from pbt.storage.record import MAX_RECORD_BYTES, Record, parse_record, record_to_yaml
 
@@ -72,7 +72,7 @@ def write_best(reader: "WorkspaceReader", directory: str, record: Record, checkp
     peer put in the directory's place is moved aside first; every write and delete is made inside
     the verified directory (never through a link), so nothing outside the workspace is touched."""
     store = reader.store
-    store.ensure_dir(directory)
+    ensure_dir(store, directory)
     stem = best_stem(float(record.objective), record.iteration, record.policy_idx)  # type: ignore[arg-type]  # only a record that has_objective is copied
     copy = replace(record, checkpoint=stem + CHECKPOINT_SUFFIX)
     store.put_atomic(f"{directory}/{copy.checkpoint}", checkpoint)

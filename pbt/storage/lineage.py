@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 
 STARTUP = "startup"
 """``mode`` of the entry a fresh member writes for its initial hyperparameters."""
+INPLACE, EXEC = "inplace", "exec"
+"""``mode`` of a change carried out in the running agent, or by re-executing the process."""
+ROLLBACK = "rollback"
+"""``action`` of the entry a diverged member writes when it goes back to finite weights."""
 EXPLOIT_ACTIONS = ("replace", "mutate")
 
 

@@ -471,7 +471,7 @@ class LocalStore(RefusalLog):
 
 
 def remove_stale_temps(store: LocalStore, prefix: str, max_age: float) -> List[str]:
-    """Temp files under ``prefix`` left by killed writers (see :meth:`Store.remove_stale_temps`)."""
+    """Temp files under ``prefix`` left by killed writers (see :meth:`pbt.storage.backend.DirectoryStore.remove_stale_temps`)."""
     removed: List[str] = []
     now = time.time()
     for name in store.list(prefix):

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
-from pbt.errors import CorruptRecordError, WorkspaceError
+from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.storage.bounds import MAX_ABS_VALUE, MAX_FRAMES, bounded_float, is_sample, wall_time
 from pbt.storage.format import CHECKPOINT_SUFFIX
 
@@ -38,6 +38,21 @@ _CHECKSUM_RE = re.compile(r"[0-9a-f]{64}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 RECORD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Histories:
+    """What a member's record carries about its past (written by :meth:`Workspace.publish`)."""
+
+    objectives: Mapping[int, Optional[float]] = field(default_factory=dict)
+    """The objective by iteration (the newest MAX_HISTORY are kept)."""
+    params: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    """The hyperparameter change points by iteration (the newest MAX_PARAM_HISTORY)."""
+    gains: Mapping[int, float] = field(default_factory=dict)
+    """Each interval's objective change (the newest MAX_GAINS, finite ones only)."""
+
+
+NO_HISTORY = Histories()
 
 
 @dataclass(frozen=True)
@@ -141,6 +156,26 @@ _RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history"
 
 MAX_POLICY_IDX = 1_000_000
 """policy_idx must lie in 0 .. MAX_POLICY_IDX-1."""
+
+
+def check_policy_idx(policy_idx: int, num_policies: Optional[int]) -> None:
+    """Raise ConfigError unless 0 <= policy_idx < num_policies (None: an elastic population, any
+    index a record can carry)."""
+    if num_policies is None:
+        if not 0 <= policy_idx < MAX_POLICY_IDX:
+            raise ConfigError(
+                f"pbt.policy_idx={policy_idx} is out of range: in an elastic population "
+                f"(pbt.num_policies=auto) it must be in 0..{MAX_POLICY_IDX - 1}."
+            )
+        return
+    if not 0 <= policy_idx < num_policies:
+        raise ConfigError(
+            f"pbt.policy_idx={policy_idx} is out of range for pbt.num_policies={num_policies}. "
+            f"Valid range: 0..{num_policies - 1}; set pbt.policy_idx to one of them "
+            "(one process per index)."
+        )
+
+
 MAX_COUNT = MAX_FRAMES + 1
 """Iterations, frames and versions lie in 0 .. MAX_COUNT-1 (:data:`pbt.storage.bounds.MAX_FRAMES`)."""
 MAX_PARAM_INT = 2**63

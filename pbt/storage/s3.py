@@ -8,8 +8,9 @@ How it keeps the local workspace's guarantees without a filesystem:
   one winner, the others get 412;
 - there is no append: a lineage is a series of small objects, compacted by its writer
   (:mod:`pbt.storage.objectlog`);
-- there are no directories: a "directory" is a key prefix, ``ensure_dir`` a no-op, and moving a
-  member aside (``pbt.overwrite=true``) copies then deletes each of its objects;
+- there are no directories: a "directory" is a key prefix (nothing to create, no temp objects to
+  clean: it is no :class:`~pbt.storage.backend.DirectoryStore`), and moving a member aside
+  (``pbt.overwrite=true``) copies then deletes each of its objects;
 - every name, size cap and refusal goes through the same code as the local store
   (:class:`~pbt.storage.backend.RefusalLog`; capped reads are ranged GETs refused from the headers);
 - one PBT iteration takes one listing of the whole workspace (``scan``): ``list`` and ``stat`` are
@@ -236,9 +237,6 @@ class S3Store(RefusalLog):
         self._k(key)
         return self._log.read(key, max_bytes)
 
-    def ensure_dir(self, prefix: str) -> None:
-        self._k(prefix)  # directories are key prefixes: nothing to create, nothing can sit in their place
-
     def rename(self, src: str, dst: str) -> None:
         """Copy each object under ``src`` to ``dst``, then delete the originals (not atomic: a move
         interrupted half-way leaves both; run it again or delete ``dst`` by hand)."""
@@ -266,9 +264,6 @@ class S3Store(RefusalLog):
         full = self._k(key)
         page = self._call("list_objects_v2", "listing", key, Prefix=f"{full}/" if full else "", MaxKeys=1)
         return bool(page.get("KeyCount") or page.get("Contents"))
-
-    def remove_stale_temps(self, prefix: str, max_age: float) -> List[str]:
-        return []  # a PUT leaves no temp object behind
 
     @contextlib.contextmanager
     def scan(self, population: Optional[int] = None) -> Iterator[None]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
-from pbt.storage.backend import Refused, Store
+from pbt.storage.backend import Refused, Store, ensure_dir, remove_stale_temps
 from pbt.storage.best import is_better, write_best
 from pbt.storage.checkpoints import serialize_state, sha256_hex
 from pbt.storage.format import (
@@ -36,8 +36,10 @@ from pbt.storage.reader import PathLike, ReadLimits, WorkspaceReader
 from pbt.storage.record import (
     MAX_GAINS,
     MAX_PARAM_HISTORY,
-    MAX_POLICY_IDX,
+    NO_HISTORY,
+    Histories,
     Record,
+    check_policy_idx,
     plain_history,
     readable_numbers,
     record_to_yaml,
@@ -68,15 +70,9 @@ class Workspace(WorkspaceReader):
         limits: Optional[ReadLimits] = None,
     ) -> None:
         retention = retention or RetentionPolicy()
-        if num_policies is None:  # an elastic population: the member directories found
-            if not 0 <= policy_idx < MAX_POLICY_IDX:
-                raise ConfigError(f"pbt.policy_idx must be in 0..{MAX_POLICY_IDX - 1}, got {policy_idx}")
-        elif num_policies < 1:
+        if num_policies is not None and num_policies < 1:
             raise ConfigError(f"pbt.num_policies must be >= 1, got {num_policies}")
-        elif not 0 <= policy_idx < num_policies:
-            raise ConfigError(
-                f"pbt.policy_idx must be in 0..{num_policies - 1} (pbt.num_policies={num_policies}), got {policy_idx}"
-            )
+        check_policy_idx(policy_idx, num_policies)  # None: an elastic population, the member directories found
         if retention.keep_records < 1:
             raise ConfigError(f"keep_records must be >= 1, got {retention.keep_records}")
         if retention.max_records < retention.keep_records:
@@ -93,7 +89,7 @@ class Workspace(WorkspaceReader):
         self.own_key = self.member_key(policy_idx)
         self.best_key = best_dir_name(policy_idx)
         for key in (self.own_key, self.best_key):
-            self.store.ensure_dir(key)
+            ensure_dir(self.store, key)
 
     @property
     def own_dir(self) -> Union[Path, str]:
@@ -143,7 +139,7 @@ class Workspace(WorkspaceReader):
                 suffix += 1
                 target = f"{key}.old-{stamp}-{suffix}"
             self.store.rename(key, target)
-            self.store.ensure_dir(key)
+            ensure_dir(self.store, key)
             moved.append(self.located(target))
         self._cache.pop(self.policy_idx, None)
         return moved
@@ -160,9 +156,7 @@ class Workspace(WorkspaceReader):
         episode_returns: Iterable[float] = (),
         frames_since_replace: int = 0,
         network: Optional[Mapping[str, Any]] = None,
-        history: Optional[Mapping[int, Optional[float]]] = None,
-        param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
-        gains: Optional[Mapping[int, float]] = None,
+        history: Histories = NO_HISTORY,
     ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(
@@ -175,8 +169,6 @@ class Workspace(WorkspaceReader):
             frames_since_replace,
             network,
             history,
-            param_history,
-            gains,
         )
 
     def publish(
@@ -189,14 +181,10 @@ class Workspace(WorkspaceReader):
         episode_returns: Iterable[float] = (),
         frames_since_replace: int = 0,
         network: Optional[Mapping[str, Any]] = None,
-        history: Optional[Mapping[int, Optional[float]]] = None,
-        param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
-        gains: Optional[Mapping[int, float]] = None,
+        history: Histories = NO_HISTORY,
     ) -> Record:
-        """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``.
-        ``history``: the member's objective by iteration (the newest MAX_HISTORY are kept);
-        ``param_history``: its hyperparameter change points (the newest MAX_PARAM_HISTORY);
-        ``gains``: each interval's objective change (the newest MAX_GAINS, finite ones only)."""
+        """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``
+        (``history``: what the record carries about the member's past, :class:`Histories`)."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -221,16 +209,16 @@ class Workspace(WorkspaceReader):
             episode_returns=returns,
             frames_since_replace=int(frames_since_replace),
             network=None if network is None else to_plain(dict(network), "network"),
-            history=plain_history(history),
+            history=plain_history(history.objectives),
             param_history={
                 int(i): to_plain(dict(p), "param_history")
-                for i, p in sorted((param_history or {}).items())[-MAX_PARAM_HISTORY:]
+                for i, p in sorted(history.params.items())[-MAX_PARAM_HISTORY:]
             },
-            gains={int(i): float(g) for i, g in sorted((gains or {}).items())[-MAX_GAINS:] if math.isfinite(g)},
+            gains={int(i): float(g) for i, g in sorted(history.gains.items())[-MAX_GAINS:] if math.isfinite(g)},
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"
-        self.store.ensure_dir(self.own_key)  # a symlink a peer put in its place is moved aside
+        ensure_dir(self.store, self.own_key)  # a symlink a peer put in its place is moved aside
         self.own_checkpoint_size = len(checkpoint_bytes)
         # Re-publishing an iteration: drop the old record first, so it never names the new bytes.
         if self.store.stat(record_key) is not None:  # one request on an object store (exists may list)
@@ -414,7 +402,7 @@ class Workspace(WorkspaceReader):
             self.store.delete(f"{self.own_key}/{name}")
             removed.append(f"{self.own_key}/{name}")
         for key in (self.own_key, self.best_key):
-            removed.extend(self.store.remove_stale_temps(key, self.retention.stale_tmp_seconds))
+            removed.extend(remove_stale_temps(self.store, key, self.retention.stale_tmp_seconds))
         if removed:
             logger.debug(
                 "member %d cleanup removed %d files (kept %d records)", self.policy_idx, len(removed), len(kept)

@@ -112,7 +112,7 @@ def test_write_errors_retry_at_the_next_interval_or_fail(tmp_path: Path, caplog,
             fill(mnt / "filler")
         with caplog.at_level(logging.INFO, logger="pbt.member"):
             assert member.try_iterate(1000, -1.0, {}, []) is None  # logged; training goes on
-            member.append_lineage("keep", None, "kept while failing", {}, {}, frame=1000, iteration=1, objective=-1.0)
+            member.append_lineage(member.entry("keep", "kept while failing", 1, 1000, {}, {}, objective=-1.0))
             if fault == "read-only":  # (a full disk may still take a short line in a block's slack)
                 assert member.lineage.pending  # kept in memory, not lost
             with pytest.raises(WorkspaceError):

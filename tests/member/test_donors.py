@@ -7,7 +7,7 @@ import pytest
 
 from conftest import pbt_config
 from pbt.config import PbtConfig
-from pbt.member import disallowed_donors
+from pbt.member import refused_stale_donors
 from pbt.selection import REPLACE, MemberState, decide
 from pbt.storage.record import Record
 
@@ -26,20 +26,20 @@ def cfg(n: int, **kw) -> PbtConfig:
     return pbt_config(base)
 
 
-def test_disallowed_donors_spares_a_stale_member_holding_the_best_record() -> None:
+def test_refused_stale_donors_spares_a_stale_member_holding_the_best_record() -> None:
     records = [rec(0, 1.0), rec(1, 9.0), rec(2, 5.0), rec(3, float("nan"))]
-    assert disallowed_donors(records, stale=[1, 2]) == {2}
-    assert disallowed_donors(records, stale=[3]) == {3}
-    assert disallowed_donors(records, stale=[]) == set()
+    assert refused_stale_donors(records, stale=[1, 2]) == {2}
+    assert refused_stale_donors(records, stale=[3]) == {3}
+    assert refused_stale_donors(records, stale=[]) == set()
 
 
 def _donors(records: List[Record], stale: List[int], config: PbtConfig, seeds: int = 200) -> set:
     own = records[0]
-    banned = disallowed_donors(records, stale)
+    banned = refused_stale_donors(records, stale)
     donors = set()
     for seed in range(seeds):
         decision = decide(MemberState(own, own.objective, 10**9), records, config, random.Random(seed),
-                          banned_donors=banned)
+                          refused_donors=banned)
         if decision.action == REPLACE:
             donors.add(decision.donor_idx)
     return donors

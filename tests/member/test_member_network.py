@@ -9,7 +9,7 @@ from typing import Any, Dict
 import pytest
 
 from pbt.errors import ConfigError
-from pbt.member import PbtMember
+from pbt.member import Outcome, PbtMember
 from pbt.mutation.network import NetworkSpec
 from pbt.selection import KEEP, MUTATE, REPLACE
 from pbt.storage import Workspace
@@ -65,7 +65,7 @@ def test_the_explore_step_starts_from_the_donors_network(tmp_path: Any, kind: st
     member.started(1000)
     decision = member.iterate(1000, -5.0, {"model": {}}, [-5.0] * 8)
     assert decision.action == REPLACE and decision.donor.policy_idx == 0
-    change = member.network.change
+    change = decision.network
     assert change is not None and change.before == NetworkSpec((32,), "elu")
     own = Workspace(ws, 1, 2).latest_record(1)
     assert own.network == {"units": [16], "activation": "elu", "parameters": 193}
@@ -77,11 +77,12 @@ def test_the_explore_step_starts_from_the_donors_network(tmp_path: Any, kind: st
         assert decision.params_after in unmutated
         assert change.changes_network == (kind == "architecture")
     plan = member.plan_restart(decision, 1000, 1)
-    assert plan is None or "train.params.network.mlp.units=[16]" in plan.argv  # the exploiter updates the spec first
-    member.network.spec = change.after
-    member.append_lineage(decision.action, decision.donor, decision.reason, decision.params_before,
-                          decision.params_after, frame=1000, iteration=1, objective=-5.0, mode="inplace")
-    assert member.workspace.read_lineage(1)[-1].network["units"] == list(change.after.units)
+    assert plan is None or f"train.params.network.mlp.units={list(change.after.units)}".replace(" ", "") in plan.argv
+    outcome = Outcome(decision.action, decision.reason, decision.params_after, "inplace", network=change, parameters=99)
+    member.record(decision, outcome, 1000, -5.0, decided_at=1.0)  # the record step adopts what was carried out
+    entry = member.workspace.read_lineage(1)[-1]
+    assert entry.network == {**change.after.to_dict(), "parameters": 99} and member.network.spec == change.after
+    assert entry.mode == "inplace" and entry.donor == 0 and change.describe() in entry.reason
 
 
 def test_keep_plans_no_network_change(tmp_path: Any) -> None:
@@ -93,6 +94,6 @@ def test_keep_plans_no_network_change(tmp_path: Any) -> None:
     member.started(1000)
     decision = member.iterate(1000, -5.0, {"model": {}}, [-5.0] * 8)
     assert decision.action in (KEEP, MUTATE)
-    assert (member.network.change is None) == (decision.action == KEEP)
+    assert (decision.network is None) == (decision.action == KEEP)
     cfg = copy.deepcopy(member.cfg)
     assert cfg["train"]["params"]["network"]["mlp"]["units"] == [16]

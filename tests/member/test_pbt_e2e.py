@@ -83,6 +83,7 @@ def test_no_exploit_on_the_last_epoch(monkeypatch):
     from types import SimpleNamespace
 
     from pbt.rl_games.a2c import ContinuousPpoAdapter
+    from pbt.member import kept
     from pbt.rl_games.exploit import Exploiter
     from pbt.selection import Decision
     from pbt.storage.record import Record
@@ -93,10 +94,11 @@ def test_no_exploit_on_the_last_epoch(monkeypatch):
     logged, acted = [], []
     algo = SimpleNamespace(get_full_state_weights=lambda: {}, epoch_num=7, frame=100,
                            model=SimpleNamespace(state_dict=lambda: {}))
-    exploiter = Exploiter(SimpleNamespace(try_iterate=lambda *a: decision), ContinuousPpoAdapter(algo),
-                          objective=SimpleNamespace(recent=[], mixed=False))
-    monkeypatch.setattr(exploiter, "log_decision", lambda action, d, reason, *a, **k: logged.append((action, reason)))
-    monkeypatch.setattr(exploiter, "exploit_inplace", lambda *a: acted.append("inplace"))
+    member = SimpleNamespace(try_iterate=lambda *a: decision,
+                             record=lambda d, outcome, *a: logged.append((outcome.action, outcome.reason)))
+    exploiter = Exploiter(member, ContinuousPpoAdapter(algo),  # type: ignore[arg-type]
+                          score=SimpleNamespace(recent=[], mixed=False))  # type: ignore[arg-type]
+    monkeypatch.setattr(exploiter, "exploit_inplace", lambda *a: acted.append("inplace") or kept(decision, "k"))
     monkeypatch.setattr(exploiter, "restart_mode", lambda d: ("inplace", ""))
 
     exploiter.iterate(100, 0.5, final=True)

@@ -103,3 +103,33 @@ def test_a_starting_value_outside_the_functions_range_stops_the_member(tmp_path:
     cfg["train"]["params"]["config"]["gamma"] = 5.0
     with pytest.raises(ConfigError, match=r"gamma': 5.0 is outside \[0, 1\]"):
         PbtMember(cfg, tmp_path / "run", [])
+
+
+def test_the_record_step_writes_what_the_act_step_did(tmp_path: Path) -> None:
+    """decide -> act -> record: an outcome that kept the member's weights because the donor's
+    checkpoint does not fit refuses that donor and is logged as a keep; one carried out in place puts
+    the new hyperparameters in force and is logged as what it was."""
+    from pbt.member import Outcome, kept
+
+    ws = tmp_path / "ws"
+    member = member_with_fake_checkpoints(tmp_path, ws)
+    peer = Workspace(ws, 1, 2)
+    try:
+        record = peer.publish(1, 1000, 100.0, {LR: 2e-3, GAMMA: 0.9}, b"peer 1")
+        decision = member.try_iterate(1000, 1.0, {}, [1.0])
+        assert decision.action == REPLACE
+        refusal = kept(decision, "does not fit", refused=(1, "its checkpoint does not fit this agent", record.checksum))
+        member.record(decision, refusal, 1000, 1.0, decided_at=5.0)
+        entry = member.workspace.read_lineage()[-1]
+        assert (entry.action, entry.donor, entry.mode, entry.decided_at) == (KEEP, None, None, 5.0)
+        assert entry.params_after == entry.params_before == decision.params_before
+        assert member.try_iterate(1500, 1.0, {}, [1.0]).action == KEEP  # refused while that record is its newest
+        peer.publish(2, 2000, 100.0, {LR: 2e-3, GAMMA: 0.9}, b"peer 2")
+        decision = member.try_iterate(2000, 1.0, {}, [1.0])
+        done = Outcome(REPLACE, decision.reason, dict(decision.params_after), "inplace")
+        member.record(decision, done, 2000, 1.0, decided_at=6.0)
+        entry = member.workspace.read_lineage()[-1]
+        assert (entry.action, entry.donor, entry.donor_iteration, entry.mode) == (REPLACE, 1, 2, "inplace")
+        assert member.params == decision.params_after and member.replaced_at_frame == member.start_frame == 2000
+    finally:
+        member.close()

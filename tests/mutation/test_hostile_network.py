@@ -19,8 +19,7 @@ OWN = NetworkSpec((64, 64), "elu")
 def test_a_donor_network_outside_the_limits_is_never_the_base(donor: dict) -> None:
     tracker = NetworkTracker(ARCH, OWN)
     rng = random.Random(0)
-    tracker.draw(rng)
-    change = tracker.plan(True, donor, rng)
+    change = tracker.plan(tracker.draw(rng), donor, rng)
     assert change is not None and change.before == OWN
     assert all(u <= ARCH.max_units for u in change.after.units) and len(change.after.units) <= ARCH.max_layers
     assert tracker.resume(donor, "member 3's record") is not None and tracker.spec == OWN
@@ -29,8 +28,7 @@ def test_a_donor_network_outside_the_limits_is_never_the_base(donor: dict) -> No
 def test_a_donor_network_inside_the_limits_is_still_adopted() -> None:
     tracker = NetworkTracker(ARCH, OWN)
     rng = random.Random(0)
-    tracker.draw(rng)
-    change = tracker.plan(True, {"units": [128], "activation": "relu"}, rng)
+    change = tracker.plan(tracker.draw(rng), {"units": [128], "activation": "relu"}, rng)
     assert change is not None and change.before == NetworkSpec((128,), "relu")
 
 

@@ -97,9 +97,8 @@ def test_kinds_are_drawn_with_their_probabilities() -> None:
 def test_only_the_hyperparameters_kind_lets_the_scheme_mutate() -> None:
     settings_ = NetworkMutationConfig(none=0.0, architecture=1.0, parameters=0.0, activation=0.0, hyperparameters=0.0)
     tracker = NetworkTracker(settings_, NetworkSpec((16,), "elu"))
-    assert tracker.draw(random.Random(1)) is False and tracker.kind == ARCHITECTURE
-    assert tracker.plan(False, None, random.Random(1)) is None  # a keep changes nothing
-    change = tracker.plan(True, {"units": [32, 32], "activation": "tanh"}, random.Random(1))
+    assert tracker.draw(random.Random(1)) == ARCHITECTURE
+    change = tracker.plan(ARCHITECTURE, {"units": [32, 32], "activation": "tanh"}, random.Random(1))
     assert change is not None and change.before == NetworkSpec((32, 32), "tanh")  # from the donor's network
     assert change.changes_network and change.after != change.before
 

@@ -172,12 +172,12 @@ def test_exploit_mode_follows_the_adapter_table() -> None:
     member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="inplace"), params={CONFIG + "gamma": 0.99,
                                                                                    BOUNDS: 1e-4})
     decision = SimpleNamespace(params_after={CONFIG + "gamma": 0.98, BOUNDS: 1e-4})
-    discrete = Exploiter(member, DiscretePpoAdapter(None), objective=None)  # type: ignore[arg-type]
+    discrete = Exploiter(member, DiscretePpoAdapter(None), score=None)  # type: ignore[arg-type]
     assert discrete.restart_mode(decision) == ("inplace", "")  # type: ignore[arg-type]
     decision.params_after[BOUNDS] = 2e-4
     assert discrete.restart_mode(decision) == (  # type: ignore[arg-type]
         "exec", f"{BOUNDS} cannot change in a running agent")
-    continuous = Exploiter(member, ContinuousPpoAdapter(None), objective=None)  # type: ignore[arg-type]
+    continuous = Exploiter(member, ContinuousPpoAdapter(None), score=None)  # type: ignore[arg-type]
     assert continuous.restart_mode(decision) == ("inplace", "")  # type: ignore[arg-type]
     member.pbt.restart_mode = "exec"
     assert continuous.restart_mode(decision) == ("exec", "pbt.restart_mode=exec")  # type: ignore[arg-type]
@@ -191,18 +191,18 @@ def test_task_parameters_the_task_reads_each_step_change_in_place() -> None:
     live, other = "task.env.rew_scale_alive", "task.env.episode_length_s"
     applied: List[Any] = []
     member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="inplace", policy_idx=0), last_iteration=3,
-                             params={CONFIG + "gamma": 0.99, live: 1.0, other: 5.0},
-                             exploited=lambda *a, **k: None, append_lineage=lambda *a, **k: None)
+                             params={CONFIG + "gamma": 0.99, live: 1.0, other: 5.0}, network=None)
     agent = ContinuousPpoAdapter(None)
     agent.set_hyperparameters = lambda params: applied.append(dict(params))  # type: ignore[method-assign]
     agent.describe = lambda: "fake"  # type: ignore[method-assign]
-    exploiter = Exploiter(member, agent, objective=SimpleNamespace(reset=lambda: None),  # type: ignore[arg-type]
+    exploiter = Exploiter(member, agent, score=SimpleNamespace(reset=lambda: None),  # type: ignore[arg-type]
                           task_setters={live: lambda value: applied.append((live, value))})
     decision = SimpleNamespace(action="mutate", donor=None, reason="r", params_before=dict(member.params),
-                               params_after={CONFIG + "gamma": 0.98, live: 1.3, other: 5.0})
+                               params_after={CONFIG + "gamma": 0.98, live: 1.3, other: 5.0}, network=None)
     assert exploiter.restart_mode(decision) == ("inplace", "")  # type: ignore[arg-type]
-    exploiter.finish_inplace(decision, frame=10, objective=None, start=0.0)  # type: ignore[arg-type]
+    outcome = exploiter.finish_inplace(decision, parameters=None)  # type: ignore[arg-type]
     assert applied == [{CONFIG + "gamma": 0.98}, (live, 1.3)]
+    assert (outcome.action, outcome.mode, outcome.params_after) == ("mutate", "inplace", decision.params_after)
     decision.params_after[other] = 6.0
     assert exploiter.restart_mode(decision) == (  # type: ignore[arg-type]
         "exec", f"{other} cannot change in a running agent")

@@ -66,7 +66,7 @@ def test_a_diverged_member_waits_for_the_populations_warm_up_and_for_a_leader() 
     assert not_ready.action == KEEP  # donors still obey the ready rule
     threshold = decide(diverged(), [rec(1, 10.0, since=0)], defaults("threshold", 2), random.Random(0))
     assert threshold.action == MUTATE and "no ready leader" in threshold.reason
-    banned = decide(diverged(), [rec(1, 10.0)], defaults("dexpbt", 2), random.Random(0), banned_donors={1})
+    banned = decide(diverged(), [rec(1, 10.0)], defaults("dexpbt", 2), random.Random(0), refused_donors={1})
     assert banned.action == KEEP
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conftest import pbt_config
 from pbt.config import PbtConfig
 from pbt.mutation import checked_params
-from pbt.selection import REPLACE, MemberState, decide, invalid_donors, population_view
+from pbt.selection import REPLACE, MemberState, decide, refused_for_params, population_view
 from pbt.storage.record import Record
 
 P = "train.params.config."
@@ -53,7 +53,8 @@ def test_a_top_ranked_peer_with_junk_hyperparameters_is_never_a_donor(rule: str,
     refused: List[Tuple[int, str]] = []
     donors = set()
     for seed in range(30):
-        decision = decide(own(), peers, cfg(rule), random.Random(seed), on_refused=lambda i, why: refused.append((i, why)))
+        decision = decide(own(), peers, cfg(rule), random.Random(seed))
+        refused.extend(decision.refused.items())
         donors.add(decision.donor_idx)
         clean, problems = checked_params(decision.params_after, OWN, SCHEME)
         assert not problems and clean == decision.params_after
@@ -73,19 +74,19 @@ def test_a_donors_whole_float_for_an_int_key_arrives_as_an_int() -> None:
     pytest.fail("never took the donor's hyperparameters")
 
 
-def test_refusals_are_logged_by_default(caplog: pytest.LogCaptureFixture) -> None:
+def test_refusals_are_named_in_the_decision() -> None:
     peers = [rec(1, 100.0, {**OWN, P + "learning_rate": "abc"}), rec(2, 0.5), rec(3, 0.6)]
-    decide(own(), peers, cfg(), random.Random(0))
-    assert "member 1 is no donor: 'train.params.config.learning_rate': 'abc' (str) is not a number" in caplog.text
+    decision = decide(own(), peers, cfg(), random.Random(0))
+    assert decision.refused == {1: "'train.params.config.learning_rate': 'abc' (str) is not a number"}
 
 
-def test_invalid_donors_reads_the_record_each_member_is_compared_by() -> None:
+def test_refused_for_params_reads_the_record_each_member_is_compared_by() -> None:
     newer_junk = Record(policy_idx=1, iteration=9, frame=FRAME, objective=5.0, params={P + "gamma": "x"},
                         checkpoint="000009.pth", checksum="1" * 64)
     view = population_view(rec(0, 1.0), [rec(1, 2.0), newer_junk], 2)  # own iteration 5: member 1's 5 counts
-    assert invalid_donors(view, 0, lambda p: checked_params(p, OWN, SCHEME)[1]) == {}
+    assert refused_for_params(view, 0, lambda p: checked_params(p, OWN, SCHEME)[1]) == {}
     view = population_view(Record(0, 9, FRAME, 1.0, dict(OWN), "000009.pth", "0" * 64), [rec(1, 2.0), newer_junk], 2)
-    assert list(invalid_donors(view, 0, lambda p: checked_params(p, OWN, SCHEME)[1])) == [1]
+    assert list(refused_for_params(view, 0, lambda p: checked_params(p, OWN, SCHEME)[1])) == [1]
 
 
 values = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.text(max_size=4),

@@ -141,7 +141,7 @@ def test_a_banned_top_member_stays_ranked_but_is_never_a_donor(rule: str) -> Non
                   replace_threshold_frac_absolute=0.0, threshold_std=0.5, threshold_abs=0.0)
     top = 2 if rule == "mfpbt" else 1  # mfpbt: 1 shares 0's sub-population, the migrant from another comes first
     free = [decide(own_state(), peers(SPREAD), cfg, random.Random(s)) for s in range(40)]
-    banned = [decide(own_state(), peers(SPREAD), cfg, random.Random(s), banned_donors={top}) for s in range(40)]
+    banned = [decide(own_state(), peers(SPREAD), cfg, random.Random(s), refused_donors={top}) for s in range(40)]
     assert top in {d.donor_idx for d in free}
     assert {d.action for d in banned} == {REPLACE} and top not in {d.donor_idx for d in banned}
     if rule == "threshold":  # mean, std and cuts: member 1 still counts
@@ -161,24 +161,24 @@ def test_a_banned_member_keeps_counting_in_the_dexpbt_gates() -> None:
     cfg = cfg_for(n=4, replace_fraction_best=0.75)
     dropped = decide(own_state(0, 1.0), peers({1: 10.0, 2: 9.0}), cfg, random.Random(0))
     assert dropped.action != REPLACE
-    donors = {decide(own_state(0, 1.0), peers(objectives), cfg, random.Random(s), banned_donors={3}).donor_idx
+    donors = {decide(own_state(0, 1.0), peers(objectives), cfg, random.Random(s), refused_donors={3}).donor_idx
               for s in range(40)}
     assert donors == {1, 2}
 
 
 def test_banning_every_donor_keeps_and_positional_call_still_works() -> None:
     cfg = cfg_for()
-    decision = decide(own_state(), peers(SPREAD), cfg, random.Random(0), banned_donors=frozenset({1, 2, 3}))
+    decision = decide(own_state(), peers(SPREAD), cfg, random.Random(0), refused_donors=frozenset({1, 2, 3}))
     assert decision.action == "keep" and decision.reason.startswith("no other ready member")
     assert decide(own_state(), peers(SPREAD), cfg, random.Random(0)).action == REPLACE
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.sets(st.integers(0, 7)), st.integers(0, 2**32 - 1), st.sampled_from(sorted(STRATEGIES)))
-def test_banned_donors_never_donate(banned: Any, seed: int, rule: str) -> None:
+def test_refused_donors_never_donate(banned: Any, seed: int, rule: str) -> None:
     cfg = cfg_for(selection=rule, replace_fraction_best=1.0, replace_fraction_worst=1.0, dbg_mode=True,
                   threshold_std=0.0)
-    decision = decide(own_state(), peers(SPREAD), cfg, random.Random(seed), banned_donors=banned)
+    decision = decide(own_state(), peers(SPREAD), cfg, random.Random(seed), refused_donors=banned)
     assert decision.donor_idx is None or decision.donor_idx not in banned
 
 

@@ -19,7 +19,7 @@ from pbt.storage.bounds import FUTURE_SKEW_SECONDS, MAX_FRAMES
 from pbt.storage.lineage import LineageEntry, parse_lineage
 from pbt.storage.liveness import ALIVE, HEARTBEAT_FILE, LOCK_FILE, STALE, UNKNOWN, Beat, MemberLiveness, judge, \
     peer_status, read_lock
-from pbt.storage.record import Record, parse_record
+from pbt.storage.record import Histories, Record, parse_record
 
 SUM = "ab" * 32
 HUGE = 10 ** 400  # json.dumps writes all 401 digits; float() of it overflows
@@ -75,7 +75,7 @@ def test_a_peer_record_with_such_numbers_is_skipped_not_fatal(tmp_path: Path, na
 def test_publish_keeps_a_diverging_members_record_readable(tmp_path: Path) -> None:
     ws = Workspace(tmp_path, 0, 1)
     ws.publish(1, 100, 5e13, {}, b"c", episode_returns=[math.inf, 1.0, -math.inf, math.nan, 2.0, 1e300],
-               history={0: 1e300, 1: 2.0})
+               history=Histories({0: 1e300, 1: 2.0}))
     record = ws.latest_record(0)
     assert record is not None and math.isnan(record.objective)
     assert record.episode_returns == [1.0, 2.0] and record.history == {0: None, 1: 2.0}

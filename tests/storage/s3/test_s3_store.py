@@ -264,3 +264,19 @@ def test_a_fixed_size_population_prefetches_only_its_own_member_directories(s3_u
     with reader.scan(2):
         pass
     assert reader.requests == {"list_objects_v2": 1, "get_object": 4}  # was 84: every planted directory
+
+
+def test_directory_emulation_is_the_local_stores_alone(tmp_path) -> None:  # noqa: ANN001
+    """The Store protocol holds what an object store offers natively; making directories and removing
+    killed writers' temp files belong to the store that has directories (DirectoryStore)."""
+    from pbt.storage.backend import DirectoryStore, Store, ensure_dir, remove_stale_temps
+    from pbt.storage.local import LocalStore
+
+    s3 = S3Store("s3://bucket-name/ws")
+    assert not {"ensure_dir", "remove_stale_temps"} & set(vars(Store)) and not isinstance(s3, DirectoryStore)
+    ensure_dir(s3, "000")  # nothing to do, and no request made
+    assert remove_stale_temps(s3, "000", 0.0) == []
+    local = LocalStore(tmp_path)
+    assert isinstance(local, DirectoryStore)
+    ensure_dir(local, "000")
+    assert (tmp_path / "000").is_dir()
