@@ -12,6 +12,7 @@ This module only decides; the torch surgery that carries a change out on an rl_g
 :mod:`pbt.rl_games.surgery`. No torch: Python 3.8 and the standard library only.
 """
 
+import dataclasses
 import logging
 import math
 import random
