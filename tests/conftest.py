@@ -12,7 +12,7 @@ import pytest
 from seaweed_server import SeaweedServer
 from tiers import (  # noqa: F401 - the tier checks and the core marker (tests/tiers.py), as this conftest's hooks
     pytest_collection_modifyitems, pytest_configure, pytest_deselected, pytest_ignore_collect, pytest_report_header,
-    pytest_runtest_protocol, pytest_runtest_setup, pytest_terminal_summary, pytest_unconfigure)
+    pytest_runtest_protocol, pytest_runtest_setup, pytest_runtest_teardown, pytest_terminal_summary, pytest_unconfigure)
 
 if TYPE_CHECKING:
     from pbt.config import PbtConfig

@@ -174,3 +174,11 @@ def test_a_session_fixtures_cleanup_does_not_fail_the_last_test(tmp_path: Path) 
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120)
     assert result.returncode == 0, result.stdout
     assert "2 passed" in result.stdout and (tmp_path / "ran").exists()
+
+
+def test_the_conftest_installs_every_hook_of_the_tier_checks() -> None:
+    """conftest.py imports tiers' hooks by name: a hook added to tiers.py but not imported is dead."""
+    import conftest
+
+    hooks = {name for name in vars(tiers) if name.startswith("pytest_")}
+    assert hooks and hooks <= set(vars(conftest)), sorted(hooks - set(vars(conftest)))
