@@ -101,6 +101,13 @@ def test_every_documented_command_is_accounted_for() -> None:
     assert not stale, f"entries that match no documented command any more: {stale}"
 
 
+#: What a command's output must also show (beyond training to its max_frames), by page.
+EXPECTED_OUTPUT: Dict[str, List[str]] = {
+    "docs/coming-from/skrl.md": ["skrl's name of rl_games' horizon_length", "skrl's name of rl_games' gamma",
+                                 "skrl's name of rl_games' tau"],
+}
+
+
 def here_commands() -> List[Tuple[str, str]]:
     return [(page, command) for page, command in doc_commands() if account(page, command)[1] == HERE]
 
@@ -127,6 +134,15 @@ def test_runs_as_printed(page: str, command: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, f"{page}: {command}\n{output[-4000:]}"
     max_frames = int(re.search(r"max_frames=(\d+)", command).group(1))
     assert parse_summary(output)["frames"] >= max_frames, output[-2000:]
+    for expected in EXPECTED_OUTPUT.get(page, []):
+        assert expected in output, (expected, output[-2000:])
+    if page == "docs/coming-from/ray-tune.md":  # Ray's hyperparam_mutations and nothing else mutate
+        from pbt.storage import WorkspaceReader
+
+        (startup, *_) = WorkspaceReader(tmp_path / "ws_ray", 4).read_lineage(0)
+        prefix = "train.params.config."
+        assert sorted(startup.params_after) == sorted(
+            prefix + k for k in ("tau", "e_clip", "learning_rate", "mini_epochs", "minibatch_size"))
 
 
 # -- what cannot run here, checked as far as it can be ----------------------------------------------
