@@ -143,7 +143,8 @@ def run_as_printed(command: str, tmp_path: Path, substitutions: dict, timeout: i
 
 def test_search_space_fixed_values_apply_as_printed(tmp_path: Path) -> None:
     """README "Fixed values": Pendulum's gamma 0.95 is overridden by the design document's fixed 0.99."""
-    command = readme_command("Selection strategies and search spaces", "task=Pendulum", "ppo_design_doc")
+    command = readme_command("Selection strategies and search spaces", "task=Pendulum", "ppo_design_doc",
+                             "pbt.num_policies=2")
     workspace = tmp_path / "ws"
     output = run_as_printed(command, tmp_path, {"pbt.workspace": workspace})
     assert "fixes train.params.config.gamma=0.99 for a fresh member, overriding the task's configured value 0.95" \
