@@ -1,4 +1,4 @@
-"""The README's "From Python" example (pbt.api.run_population), run as printed: a real population
+"""The docs' "From Python" example (docs/guides/python.md) (pbt.api.run_population), run as printed: a real population
 of three processes, read back from its workspace."""
 import re
 import subprocess
@@ -12,9 +12,9 @@ from conftest import REPO, worker_env
 
 @pytest.mark.training
 def test_the_readme_python_example_runs_a_population(tmp_path: Path) -> None:
-    text = (REPO / "README.md").read_text()
-    match = re.search(r"<!-- README example: api -->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README.md has no 'From Python' example"
+    text = (REPO / "docs" / "guides" / "python.md").read_text()
+    match = re.search(r"<!-- docs example: api -->\s*```python\n(.*?)```", text, re.S)
+    assert match, "docs/guides/python.md has no 'From Python' example"
     (tmp_path / "example.py").write_text(match.group(1))
     proc = subprocess.run([sys.executable, "example.py"], cwd=str(tmp_path), env=worker_env(),
                           capture_output=True, text=True, timeout=600)

@@ -1,6 +1,8 @@
-"""The README's PBT examples, run as printed: the commands are parsed out of README.md and only the
-placeholders a user fills in (``pbt.policy_idx=i``, the workspace path) are substituted; run
-directories land in the test's working directory. A README example that no longer exploits fails here.
+"""The documentation's PBT examples, run as printed: the commands are parsed out of the pages under
+docs/ (the site; README.md points there) and only the placeholders a user fills in
+(``pbt.policy_idx=i``, the workspace path) are substituted; run directories land in the test's
+working directory. An example that no longer exploits fails here. tests/test_docs_commands.py
+accounts for every other command of the pages.
 """
 import math
 import re
@@ -19,12 +21,22 @@ from pbt.storage import WorkspaceReader
 pytestmark = pytest.mark.training
 
 
+#: The page each former README section moved to (docs/ is the site's source).
+PAGES = {
+    "Run a population by hand": "guides/population-by-hand.md",
+    "Launch a whole population": "guides/launcher-and-slurm.md",
+    "Selection strategies and search spaces": "guides/selection.md",
+    "Configuration reference": "reference/configuration-overview.md",
+    "TRPO learner": "guides/trpo.md",
+    "Evolving the network: `pbt/mutation=agilerl`": "guides/network.md",
+}
+
+
 def readme_section(title: str) -> str:
-    """The text of the README section headed ``## <title>`` (up to the next ``## ``)."""
-    text = (REPO / "README.md").read_text()
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", text, flags=re.S | re.M)
-    assert match, f"README.md has no section '## {title}'"
-    return match.group(1)
+    """The text of the documentation page that holds what the README's section ``title`` held."""
+    path = REPO / "docs" / PAGES[title]
+    assert path.is_file(), f"docs/{PAGES[title]} is missing"
+    return path.read_text()
 
 
 def bash_commands(section: str) -> List[str]:
@@ -132,7 +144,8 @@ def run_as_printed(command: str, tmp_path: Path, substitutions: dict, timeout: i
 
 def test_search_space_fixed_values_apply_as_printed(tmp_path: Path) -> None:
     """README "Fixed values": Pendulum's gamma 0.95 is overridden by the design document's fixed 0.99."""
-    command = readme_command("Selection strategies and search spaces", "task=Pendulum", "ppo_design_doc")
+    command = readme_command("Selection strategies and search spaces", "task=Pendulum", "ppo_design_doc",
+                             "pbt.num_policies=2")
     workspace = tmp_path / "ws"
     output = run_as_printed(command, tmp_path, {"pbt.workspace": workspace})
     assert "fixes train.params.config.gamma=0.99 for a fresh member, overriding the task's configured value 0.95" \

@@ -136,15 +136,19 @@ def perturb(
     rng: random.Random,
     factors: Sequence[float],
     resample_probability: float,
+    perturb_probability: float = 1.0,
 ) -> Dict[str, Any]:
     """PBT's perturbation (truncation selection): keys of the search space are resampled with
     ``resample_probability`` or multiplied by one of ``factors`` (discrete: one step that way);
     other keys of the scheme are multiplied by a factor (a discount: 1 - x is) or, when they keep an
-    int, moved one step, then clamped to their function's range and ``pbt.bounds``."""
+    int, moved one step, then clamped to their function's range and ``pbt.bounds``. Each key changes
+    only with ``perturb_probability`` (1: every key; no draw is made then, so seeds reproduce)."""
     space = explore.search_space
-    out = space.perturb(params, rng, factors, resample_probability)
+    out = space.perturb(params, rng, factors, resample_probability, perturb_probability)
     for key in sorted(params):
         if key in space or key not in explore.mutation:
+            continue
+        if perturb_probability < 1.0 and rng.random() >= perturb_probability:
             continue
         mutation = get_mutation(explore.mutation[key])
         factor = factors[rng.randrange(len(factors))]

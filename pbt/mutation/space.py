@@ -212,14 +212,22 @@ class SearchSpace:
         return out
 
     def perturb(
-        self, params: Mapping[str, Any], rng: random.Random, factors: Sequence[float], resample_probability: float
+        self,
+        params: Mapping[str, Any],
+        rng: random.Random,
+        factors: Sequence[float],
+        resample_probability: float,
+        perturb_probability: float = 1.0,
     ) -> Dict[str, Any]:
-        """PBT's perturbation of every key of the space but the fixed ones: resampled with
+        """PBT's perturbation of every key of the space but the fixed ones, each with
+        ``perturb_probability`` (1: every one, without a draw): resampled with
         ``resample_probability``, else multiplied by a random one of ``factors`` (discrete keys: one
         step that way)."""
         out = dict(params)
         for key in sorted(self.dims):
             if key not in out or self.dims[key].fixed:
+                continue
+            if perturb_probability < 1.0 and rng.random() >= perturb_probability:
                 continue
             dim = self.dims[key]
             if rng.random() < resample_probability:

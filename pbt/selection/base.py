@@ -146,9 +146,10 @@ class SelectionGates(Section):
 
 Explore = Callable[[Mapping[str, Any], random.Random], Dict[str, Any]]
 """``explore(params, rng) -> mutated copy``: the configured mutation of hyperparameters."""
-Perturb = Callable[[Mapping[str, Any], random.Random, Sequence[float], float], Dict[str, Any]]
-"""``perturb(params, rng, factors, resample_probability) -> perturbed copy``: PBT's perturbation
-(resample from the search space, or multiply by a factor / move one step), inside the space."""
+Perturb = Callable[[Mapping[str, Any], random.Random, Sequence[float], float, float], Dict[str, Any]]
+"""``perturb(params, rng, factors, resample_probability, perturb_probability) -> perturbed copy``:
+PBT's perturbation (resample from the search space, or multiply by a factor / move one step),
+inside the space, of each key with probability ``perturb_probability``."""
 
 
 @dataclass(frozen=True)
@@ -270,12 +271,14 @@ class Strategy(abc.ABC):
         rng: random.Random,
         factors: Sequence[float],
         resample_probability: float,
+        perturb_probability: float = 1.0,
     ) -> Decision:
         """Replace (with ``donor``) or mutate, training next with ``base`` perturbed (the context's
         perturbation explore step; a hand-made Context without one: the configured mutation)."""
         if self.ctx.perturb is None:
             return self.act(own, donor, base, reason, rng)
-        return self.decision(own, donor, self.ctx.perturb(base, rng, factors, resample_probability), reason)
+        after = self.ctx.perturb(base, rng, factors, resample_probability, perturb_probability)
+        return self.decision(own, donor, after, reason)
 
 
 # -- shared gates -----------------------------------------------------------------------------------

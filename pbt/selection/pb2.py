@@ -77,6 +77,10 @@ class PB2Config(Section):
     def resample_probability(self) -> float:
         return RESAMPLE_PROBABILITY
 
+    @property
+    def perturb_probability(self) -> float:
+        return 1.0  # every key PB2 does not model is perturbed (Ray's PB2)
+
 
 def continuous_dims(space: Any) -> List["Dimension"]:
     """The search space's continuous dimensions, by key."""

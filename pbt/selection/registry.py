@@ -149,9 +149,13 @@ def decide(
     refused = refused_for_params(view, own.record.policy_idx, check)
 
     def perturb(
-        params: Mapping[str, Any], rng: random.Random, factors: Sequence[float], resample_probability: float
+        params: Mapping[str, Any],
+        rng: random.Random,
+        factors: Sequence[float],
+        resample_probability: float,
+        perturb_probability: float,
     ) -> Dict[str, Any]:
-        return perturb_params(params, explore, rng, factors, resample_probability)
+        return perturb_params(params, explore, rng, factors, resample_probability, perturb_probability)
 
     context = Context(
         size,

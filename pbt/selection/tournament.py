@@ -12,6 +12,10 @@ the weights of a member that is not fitter than itself.
 ``elitism: true``: the population's fittest member changes nothing at all (AgileRL keeps its elite
 unmutated); false: it may mutate its hyperparameters, never its weights.
 
+``mutate_winners: true`` (AgileRL's behaviour): a member that wins its own tournament keeps its
+weights but mutates its hyperparameters, as AgileRL mutates every member of the next generation
+but the elite; false (the default): a winner changes nothing, so a good member is not disturbed.
+
 Noise guards: the ready rule (this member, and contestants: a member that is not ready is not
 drawn), the unknown-objective wait, the timing gates and the significance test (a winner whose
 lead is not significant only makes this member mutate) apply. Tournaments are greedy: with
@@ -42,6 +46,9 @@ class TournamentConfig(Section):
     """The population's fittest member keeps its weights and hyperparameters unchanged."""
     eval_loop: int = 1
     """Fitness is the mean of a member's last this-many objectives (one per PBT iteration)."""
+    mutate_winners: bool = False
+    """A member that wins its own tournament mutates its hyperparameters (keeping its weights), as
+    AgileRL mutates every member but the elite; false: it keeps them unchanged."""
 
     def __post_init__(self) -> None:
         require(self.tournament_size >= 2, "tournament_size", self.tournament_size, ">= 2")
@@ -95,6 +102,8 @@ class Tournament(Strategy):
             f"(eval_loop {cfg.eval_loop}), own {fmt(own_fitness)}"
         )
         own_params = dict(own.record.params)
+        if winner == idx and cfg.mutate_winners:
+            return self.act(own, None, own_params, f"won its tournament, mutate_winners: mutate ({numbers})", rng)
         if winner == idx:
             return self.keep(own, f"won its tournament: {numbers}")
         if own_fitness is not None and not known[winner] > own_fitness:

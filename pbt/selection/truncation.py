@@ -4,7 +4,9 @@ The known objectives are ranked; a member in the bottom ``quantile`` takes the w
 member of the top ``quantile``. Its new hyperparameters are the donor's, each then resampled from
 the search space with probability ``resample_probability`` or perturbed: multiplied by one of
 ``perturbation_factors`` and clamped to the space, discrete values moved one step in their list
-(:func:`pbt.mutation.scheme.perturb`).
+(:func:`pbt.mutation.scheme.perturb`). ``perturb_probability`` below 1 changes each key only with
+that probability (the PBT design document's 0.5; keys not drawn keep the donor's value, and with
+few keys nothing may change at all); 1, the default, changes every key.
 
 Noise guards: the ready rule (this member and the donor), the unknown-objective wait and the
 significance test apply; when the test finds the lead not significant, or no top member is ready,
@@ -47,6 +49,10 @@ class TruncationConfig(Section):
     takes a random top member's weights (each group at most half the known members)."""
     resample_probability: float = 0.25
     """Probability that each hyperparameter of the search space is resampled instead of perturbed."""
+    perturb_probability: float = 1.0
+    """Probability that each hyperparameter is changed at all (resampled or perturbed) in an
+    explore step; the others keep their value. 1: every key changes (Ray Tune's PBT); the PBT
+    design document perturbs each with 0.5."""
     perturbation_factors: Tuple[float, ...] = field(default=(0.8, 1.2), metadata={PARSER: to_factors})
     """A perturbed value is multiplied by one of these (drawn at random); discrete values move one
     step down for a factor below 1 and up for one above."""
@@ -54,6 +60,7 @@ class TruncationConfig(Section):
     def __post_init__(self) -> None:
         require(0.0 < self.quantile <= 0.5, "quantile", self.quantile, "in (0, 0.5]")
         require(0.0 <= self.resample_probability <= 1.0, "resample_probability", self.resample_probability, "in [0, 1]")
+        require(0.0 < self.perturb_probability <= 1.0, "perturb_probability", self.perturb_probability, "in (0, 1]")
         self.perturbation_factors = to_factors("perturbation_factors", self.perturbation_factors)
 
     def to_flat(self) -> Dict[str, Any]:
@@ -113,5 +120,14 @@ class Truncation(Strategy):
     def _perturbed(
         self, own: MemberState, donor: Optional["Record"], base: Mapping[str, Any], reason: str, rng: random.Random
     ) -> Decision:
-        factors, resample = self.settings.perturbation_factors, self.settings.resample_probability
-        return self.perturbed(own, donor, base, reason, rng, factors, resample)
+        settings = self.settings
+        return self.perturbed(
+            own,
+            donor,
+            base,
+            reason,
+            rng,
+            settings.perturbation_factors,
+            settings.resample_probability,
+            settings.perturb_probability,
+        )

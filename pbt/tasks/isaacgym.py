@@ -94,9 +94,12 @@ def isaacgymenvs_cfg_dir() -> Optional[Path]:
     return Path(next(iter(spec.submodule_search_locations))) / "cfg"
 
 
-def load_task_yaml(path: Path, _seen: Optional[List[Path]] = None) -> Any:
-    """Load an IsaacGymEnvs task YAML, composing its Hydra ``defaults`` list of sibling task files
-    (``AllegroKukaLSTM.yaml``: ``defaults: [AllegroKuka, _self_]``) the way Hydra would."""
+def load_task_yaml(path: Path, _seen: Optional[List[Path]] = None, choices: Optional[Mapping[str, str]] = None) -> Any:
+    """Load an IsaacGymEnvs task YAML, composing its Hydra ``defaults`` list the way Hydra would:
+    sibling task files (``AllegroKukaLSTM.yaml``: ``defaults: [AllegroKuka, _self_]``) and config
+    groups beside it (``AllegroKuka.yaml``: ``- env: reorientation`` merges ``env/reorientation.yaml``
+    under ``env``). ``choices`` (group -> option, IsaacGymEnvs' ``task/<group>=<option>``) replaces a
+    group's default option; :func:`unused_choices` says which choices no defaults list named."""
     from omegaconf import DictConfig, OmegaConf
 
     seen = list(_seen or [])
@@ -118,16 +121,60 @@ def load_task_yaml(path: Path, _seen: Optional[List[Path]] = None) -> Any:
             sibling = path.parent / f"{entry}.yaml"
             if not sibling.is_file():
                 raise TaskError(f"Isaac Gym task config {path}: defaults entry '{entry}' has no file {sibling}.")
-            parts.append(load_task_yaml(sibling, seen + [path]))
+            parts.append(load_task_yaml(sibling, seen + [path], choices))
+        elif isinstance(entry, DictConfig) and len(entry) == 1 and _is_group_name(str(next(iter(entry)))):
+            group = str(next(iter(entry)))
+            parts.append(OmegaConf.create({group: _group_option(path, group, entry[group], choices or {})}))
         else:
             log.warning(
-                "Isaac Gym task config %s: ignoring defaults entry %r (only sibling task files are composed)",
+                "Isaac Gym task config %s: ignoring defaults entry %r (only sibling task files and config "
+                "groups beside it are composed)",
                 path,
                 entry,
             )
     if not self_added:
         parts.append(cfg)  # Hydra 1.1+: _self_ last unless placed
     return OmegaConf.merge(*parts) if parts else cfg
+
+
+def _is_group_name(name: str) -> bool:
+    return name.replace("_", "").isalnum()
+
+
+def _group_option(path: Path, group: str, default: Any, choices: Mapping[str, str]) -> Any:
+    """The content of ``<group>/<option>.yaml`` beside ``path``: the chosen option, else the default."""
+    from omegaconf import DictConfig, OmegaConf
+
+    option = str(choices.get(group, default))
+    folder = path.parent / group
+    file = folder / f"{option}.yaml"
+    if not file.is_file():
+        options = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+        raise TaskError(
+            f"task/{group}={option}: no {file} (the '{group}' group of {path.name})."
+            f"{did_you_mean(option, options)} Options: {', '.join(options) or 'none'}."
+        )
+    content = OmegaConf.load(file)
+    if not isinstance(content, DictConfig):
+        raise TaskError(f"Isaac Gym task config {file} is a YAML list; a config group option is a mapping.")
+    return content
+
+
+def group_names(path: Path, _seen: Optional[List[Path]] = None) -> List[str]:
+    """The config groups the defaults lists of ``path`` and its sibling task files name."""
+    from omegaconf import DictConfig, OmegaConf
+
+    seen = list(_seen or [])
+    if path in seen or not path.is_file():
+        return []
+    cfg = OmegaConf.load(path)
+    names: List[str] = []
+    for entry in (cfg.get("defaults") or []) if isinstance(cfg, DictConfig) else []:
+        if isinstance(entry, str) and entry != "_self_" and "/" not in entry and " " not in entry:
+            names.extend(group_names(path.parent / f"{entry}.yaml", seen + [path]))
+        elif isinstance(entry, DictConfig) and len(entry) == 1:
+            names.append(str(next(iter(entry))))
+    return sorted(set(names))
 
 
 def isaacgym_task_config(
@@ -143,7 +190,8 @@ def isaacgym_task_config(
     """
     from omegaconf import OmegaConf
 
-    overlay = {k: v for k, v in dict(task_cfg).items() if k not in ("kind", "cfgFile")}
+    overlay = {k: v for k, v in dict(task_cfg).items() if k not in ("kind", "cfgFile", "groups")}
+    choices = {str(k): str(v) for k, v in dict(task_cfg.get("groups") or {}).items()}
     overlay["name"] = name
     env = dict(overlay.get("env") or {})
     if env.get("numEnvs") in ("", None):
@@ -164,6 +212,7 @@ def isaacgym_task_config(
             log.warning(
                 "no IsaacGymEnvs task config %s; building isaacgym/%s from our task config alone", candidate, name
             )
+    _check_choices(name, path, choices)
     _register_isaacgymenvs_resolvers(replace=False)
     root = OmegaConf.create(dict(_ISAACGYMENVS_ROOT))
     root.task_name = name
@@ -173,7 +222,7 @@ def isaacgym_task_config(
     root.sim_device, root.rl_device = str(sim_device), str(rl_device)
     root.graphics_device_id, root.headless = int(graphics_device_id), bool(headless)
     try:
-        base = load_task_yaml(path) if path is not None else OmegaConf.create({})
+        base = load_task_yaml(path, choices=choices) if path is not None else OmegaConf.create({})
         root.task = OmegaConf.merge(base, overlay)
         resolved = cast(Dict[str, Any], OmegaConf.to_container(root, resolve=True))  # a DictConfig's is a dict
     except TaskError:
@@ -186,6 +235,21 @@ def isaacgym_task_config(
         "isaacgym/%s: task config %s with %d envs", name, path or "(ours)", resolved["task"]["env"].get("numEnvs", 0)
     )
     return resolved["task"]
+
+
+def _check_choices(name: str, path: Optional[Path], choices: Mapping[str, str]) -> None:
+    """Refuse a ``task/<group>=<option>`` whose group no defaults list of the task YAML names
+    (Hydra refuses it the same way in IsaacGymEnvs)."""
+    if not choices:
+        return
+    groups = group_names(path) if path is not None else []
+    for group, option in sorted(choices.items()):
+        if group not in groups:
+            where = f"{path}'s defaults list" if path is not None else "no task YAML (IsaacGymEnvs has none for it)"
+            raise TaskError(
+                f"task/{group}={option}: isaacgym/{name} has no '{group}' config group in {where}. "
+                f"Its groups: {', '.join(groups) or 'none'}."
+            )
 
 
 def build_isaacgym_task(

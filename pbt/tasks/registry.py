@@ -90,12 +90,16 @@ def parse_task(value: str) -> TaskRef:
 
 
 def rewrite_task_overrides(argv: Sequence[str]) -> List[str]:
-    """Rewrite a ``task=<value>`` override into ``task=<option> task.name=<name>`` when needed.
+    """Rewrite a ``task=<value>`` override into ``task=<option> task.name=<name>`` when needed, and
+    IsaacGymEnvs' ``task/<group>=<option>`` (a config group of the task YAML, e.g. ``task/env=regrasping``
+    of AllegroKuka) into ``++task.groups.<group>=<option>``.
 
     Built-in names pass unchanged; an unknown name raises TaskError at once, before Hydra runs.
     """
     out: List[str] = []
     isaaclab_task = ""
+    ref = None
+    groups: List[Tuple[str, str]] = []
     for arg in argv:
         key, sep, value = arg.partition("=")
         if sep and key.lstrip("+") == "task":
@@ -107,7 +111,12 @@ def rewrite_task_overrides(argv: Sequence[str]) -> List[str]:
                     f"task.name={ref.name!r}" if any(c in ref.name for c in ",[]{}()=") else f"task.name={ref.name}"
                 )
             continue
+        if sep and key.lstrip("+").startswith("task/"):
+            groups.append((key.lstrip("+")[len("task/") :], value))
+            continue
         out.append(arg)
+    for group, option in groups:
+        out.append(_isaacgym_group_override(group, option, ref))
     # --- isaaclab: the task's own agent config as overrides before the user's (pbt/tasks/isaaclab.py) ---
     if isaaclab_task:
         from pbt.tasks.isaaclab import rewrite_isaaclab_overrides
@@ -115,6 +124,26 @@ def rewrite_task_overrides(argv: Sequence[str]) -> List[str]:
         out = rewrite_isaaclab_overrides(isaaclab_task, out)
     # --- end isaaclab ---
     return out
+
+
+def _isaacgym_group_override(group: str, option: str, ref: Any) -> str:
+    """``task/<group>=<option>`` as the override of ``task.groups`` that configs/task/isaacgym.yaml declares;
+    TaskError when the task is not an Isaac Gym task or the names are not plain."""
+    spelled = f"task/{group}={option}"
+    if ref is None or ref.kind != "isaacgym":
+        chosen = "no task= was given" if ref is None else f"task={ref.name or ref.option} is not one"
+        raise TaskError(
+            f"{spelled}: chooses an option of a config group of an IsaacGymEnvs task YAML (as "
+            f"`task=AllegroKuka task/env=regrasping` in IsaacGymEnvs), so it needs an Isaac Gym task and "
+            f"{chosen}: give task=isaacgym/<Name> (e.g. task=isaacgym/AllegroKuka {spelled})."
+        )
+    plain = [part for part in (group, option) if not part or not part.replace("_", "").replace("-", "").isalnum()]
+    if plain:
+        raise TaskError(
+            f"{spelled}: a group and an option are plain names (letters, digits, _ and -), as the files "
+            "<group>/<option>.yaml beside the task YAML."
+        )
+    return f"++task.groups.{group}={option}"
 
 
 def import_task_class(path: str) -> Callable[..., Any]:

@@ -58,16 +58,19 @@ def _finite(value: Optional[float]) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def _objective_points(view: MemberView) -> List[Tuple[int, float]]:
-    points = [(e.frame, float(e.objective)) for e in view.lineage if e.objective is not None and _finite(e.objective)]
+def _or_nan(value: Optional[float]) -> float:
+    return float(value) if value is not None and math.isfinite(value) else math.nan
+
+
+def objective_points(view: MemberView) -> List[Tuple[int, float]]:
+    """(frame, objective) of a member's lineage and newest record, NaN where the objective was
+    unknown or not finite: matplotlib leaves a gap there instead of a straight line across."""
+    points = [(e.frame, _or_nan(e.objective)) for e in view.lineage]
     record = view.record
-    if (
-        record is not None
-        and record.objective is not None
-        and record.has_objective
-        and (not points or record.frame > points[-1][0])
-    ):
-        points.append((record.frame, float(record.objective)))
+    if record is not None and (not points or record.frame > points[-1][0]):
+        points.append((record.frame, _or_nan(record.objective) if record.has_objective else math.nan))
+    while points and math.isnan(points[-1][1]):  # a trailing gap draws nothing
+        points.pop()
     return points
 
 
@@ -88,8 +91,8 @@ def plot_objectives(snapshot: Snapshot, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(10, 5.2), dpi=100)
     for view in snapshot.members:
         color = _color(view.policy_idx, count)
-        points = _objective_points(view)
-        if points:
+        points = objective_points(view)
+        if any(not math.isnan(p[1]) for p in points):
             ax.plot(
                 [p[0] for p in points],
                 [p[1] for p in points],

@@ -3,6 +3,7 @@ and every lineage event that changed weights or hyperparameters."""
 
 import datetime
 import html
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple
 
@@ -36,6 +37,7 @@ HTML_STYLE = (
     "body{font-family:sans-serif;margin:2em}"
     "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
     "th{background:#eee}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}"
+    "code{background:#f4f4f4;padding:1px 4px;border-radius:3px}"
 )
 
 
@@ -105,6 +107,42 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+INLINE = re.compile(r"`([^`]*)`|\[([^\]]*)\]\(([^)\s]*)\)")
+"""The Markdown the report's own lines use: code spans and links."""
+
+
+def inline_html(text: str) -> str:
+    """One line of the report's Markdown as HTML: code spans and links rendered, the rest escaped."""
+    out: List[str] = []
+    pos = 0
+    for match in INLINE.finditer(text):
+        out.append(html.escape(text[pos : match.start()]))
+        code, label, href = match.groups()
+        if code is not None:
+            out.append(f"<code>{html.escape(code)}</code>")
+        else:
+            out.append(f"<a href='{html.escape(href)}'>{html.escape(label)}</a>")
+        pos = match.end()
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+def lines_html(lines: Sequence[str]) -> str:
+    """The report's Markdown lines as HTML: paragraphs, and "- " items as one list."""
+    out: List[str] = []
+    items: List[str] = []
+    for line in list(lines) + [""]:
+        if line.startswith("- "):
+            items.append(f"<li>{inline_html(line[2:])}</li>")
+            continue
+        if items:
+            out.append("<ul>" + "".join(items) + "</ul>")
+            items = []
+        if line:
+            out.append(f"<p>{inline_html(line)}</p>")
+    return "".join(out)
+
+
 def _best_lines(best: "Optional[BestExport]") -> List[str]:
     if best is None:
         return ["No member has a known objective yet: nothing exported."]
@@ -121,6 +159,7 @@ def _best_lines(best: "Optional[BestExport]") -> List[str]:
     ]
 
 
+LINEAGE_NOTE = "Every decision that changed weights or hyperparameters (`keep` decisions are left out)."
 NETWORK_COLUMNS = ["policy", "frame", "iteration", "action", "network", "parameters"]
 
 
@@ -183,7 +222,7 @@ def write_report(
         "",
         "## Lineage events",
         "",
-        "Every decision that changed weights or hyperparameters (`keep` decisions are left out).",
+        LINEAGE_NOTE,
         "",
         *md_table(EVENT_COLUMNS, event_rows),
         "",
@@ -201,7 +240,7 @@ def write_report(
     md_path = out / "report.md"
     atomic_write_bytes(md_path, "\n".join(md).encode("utf-8"))
 
-    best_html = "".join(f"<p>{html.escape(line.lstrip('- '))}</p>" for line in _best_lines(best) if line)
+    best_html = lines_html(_best_lines(best))
     page = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{HTML_STYLE}</style></head><body>",
@@ -209,7 +248,7 @@ def write_report(
         f"<h2>Best member</h2>{best_html}",
         "<h2>Plots</h2>" + "".join(f"<p><img src='{html.escape(i)}' alt='{html.escape(i)}'></p>" for i in images),
         f"<h2>Members</h2>{html_table(MEMBER_COLUMNS, members)}",
-        f"<h2>Lineage events</h2>{html_table(EVENT_COLUMNS, event_rows)}",
+        f"<h2>Lineage events</h2>{lines_html([LINEAGE_NOTE])}{html_table(EVENT_COLUMNS, event_rows)}",
         f"<h2>Networks</h2>{html_table(NETWORK_COLUMNS, networks)}" if networks else "",
         "</body></html>",
     ]

@@ -80,8 +80,8 @@ def test_clamp_and_neighbour_steps() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2**31), st.floats(0.0, 1.0))
-def test_mutations_and_perturbations_stay_inside(seed: int, resample: float) -> None:
+@given(st.integers(0, 2**31), st.floats(0.0, 1.0), st.floats(0.01, 1.0))
+def test_mutations_and_perturbations_stay_inside(seed: int, resample: float, probability: float) -> None:
     explore = ExploreConfig.from_flat({"search_space": SPACE, "mutation_rate": 1.0,
                                        "mutation": {C + "learning_rate": "mutate_float",
                                                     C + "mini_epochs": "mutate_mini_epochs",
@@ -90,11 +90,26 @@ def test_mutations_and_perturbations_stay_inside(seed: int, resample: float) -> 
     params: Dict[str, Any] = dict(explore.search_space.sample({C + "gamma": 0.99}, rng))
     for _ in range(20):
         params = mutate_params(params, explore, rng)
-        params = perturb(params, explore, rng, (0.8, 1.2), resample)
+        params = perturb(params, explore, rng, (0.8, 1.2), resample, probability)
         inside, problems = checked_params(params, params, explore.mutation, explore.bounds, explore.search_space)
         assert not problems and inside == params
         assert isinstance(params[C + "horizon_length"], int) and isinstance(params[C + "mini_epochs"], int)
         assert 0.0 < params[C + "gamma"] < 1.0
+
+
+def test_perturb_probability_leaves_undrawn_keys_unchanged() -> None:
+    explore = ExploreConfig.from_flat({"search_space": SPACE, "mutation": {C + "gamma": "mutate_discount"}})
+    start: Dict[str, Any] = dict(explore.search_space.sample({C + "gamma": 0.99}, random.Random(1)))
+    moved = {key: 0 for key in start}
+    for seed in range(300):
+        out = perturb(start, explore, random.Random(seed), (0.8, 1.2), 0.0, 0.5)
+        for key in start:
+            moved[key] += out[key] != start[key]
+    # each key changes in about half the draws (a value at a clamp may not move: then fewer)
+    assert all(60 <= count <= 190 for count in moved.values()), moved
+    everything = perturb(start, explore, random.Random(0), (0.8, 1.2), 0.0, 1.0)
+    assert everything == perturb(start, explore, random.Random(0), (0.8, 1.2), 0.0)  # 1: the old stream
+    assert all(everything[key] != start[key] for key in start if key != C + "mini_epochs")
 
 
 def test_a_value_of_zero_is_resampled_in_the_space_and_warned_about_without() -> None:

@@ -99,7 +99,40 @@ def test_truncation_without_a_ready_top_member_perturbs_only() -> None:
     assert decision.action == MUTATE and "no ready top member" in decision.reason
 
 
+def test_truncation_perturb_probability_changes_each_key_with_that_probability() -> None:
+    changed = {LR: 0, EPOCHS: 0}
+    neither = 0
+    for seed in range(200):
+        decision = run("truncation", SPREAD, own=0, seed=seed, perturb_probability=0.5)
+        assert decision.action == REPLACE
+        donor = decision.donor.params
+        for key in changed:
+            changed[key] += decision.params_after[key] != donor[key]
+        neither += all(decision.params_after[key] == donor[key] for key in changed)
+    assert 70 <= changed[LR] <= 130 and 70 <= changed[EPOCHS] <= 130  # about half of 200 each
+    assert 20 <= neither <= 80  # about a quarter keep the donor's values exactly
+    # the default changes every key
+    assert all(run("truncation", SPREAD, own=0, seed=s).params_after[EPOCHS] != 4 for s in range(20))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.01, 1.0), st.integers(0, 2**31))
+def test_truncation_perturbation_property(probability: float, seed: int) -> None:
+    decision = run("truncation", SPREAD, own=0, seed=seed, perturb_probability=probability)
+    assert decision == run("truncation", SPREAD, own=0, seed=seed, perturb_probability=probability)
+    assert decision.action == REPLACE and decision.donor_idx in (1, 2)
+    donor = decision.donor.params
+    lr = decision.params_after[LR]
+    assert lr == donor[LR] or lr == pytest.approx(donor[LR] * 0.8) or lr == pytest.approx(donor[LR] * 1.2)
+    assert decision.params_after[EPOCHS] in (3, 4, 5)
+    if probability == 1.0:
+        assert lr != donor[LR] and decision.params_after[EPOCHS] != 4
+
+
 def test_truncation_settings_are_validated() -> None:
+    for bad in ({"perturb_probability": 0}, {"perturb_probability": 1.5}):
+        with pytest.raises(ConfigError, match="pbt.perturb_probability"):
+            cfg_for("truncation", **bad)
     for bad in ({"quantile": 0.7}, {"quantile": 0}, {"resample_probability": 1.5},
                 {"perturbation_factors": []}, {"perturbation_factors": [0.8, -1]}):
         with pytest.raises(ConfigError, match="pbt."):
@@ -131,6 +164,25 @@ def test_tournament_elitism_keeps_the_fittest_unchanged_and_off_lets_it_mutate()
     assert REPLACE not in actions and MUTATE in actions  # left out of a draw: mutates, never a worse donor
 
 
+def test_tournament_mutate_winners_mutates_a_winner_as_agilerl_does() -> None:
+    for seed in range(40):
+        default = run("tournament", SPREAD, own=7, seed=seed)
+        agile = run("tournament", SPREAD, own=7, seed=seed, mutate_winners=True)
+        if default.action == KEEP:  # 7 won its tournament: now it mutates, keeping its weights
+            assert agile.action == MUTATE and agile.donor is None
+            assert "won its tournament, mutate_winners" in agile.reason
+            assert agile.params_after != agile.params_before
+        else:
+            assert agile == default  # losers are untouched by the option
+    # the elite still changes nothing
+    elite = run("tournament", SPREAD, own=1, seed=0, mutate_winners=True)
+    assert elite.action == KEEP and elite.reason.startswith("elite")
+    # without elitism the fittest member mutates whenever it wins too, never taking weights
+    actions = {run("tournament", SPREAD, own=1, seed=s, elitism=False, mutate_winners=True).action
+               for s in range(30)}
+    assert actions == {MUTATE}
+
+
 def test_tournament_fitness_is_the_mean_of_the_last_eval_loop_objectives() -> None:
     record = rec(0, 10.0, iteration=5, history={2: 100.0, 3: 4.0, 4: None, 5: 10.0})
     assert fitness(record, 1) == 10.0
@@ -150,7 +202,7 @@ def test_tournament_with_eval_loop_ranks_by_the_mean() -> None:
 
 
 def test_tournament_settings_are_validated() -> None:
-    for bad in ({"tournament_size": 1}, {"eval_loop": 0}, {"elitism": "yes"}):
+    for bad in ({"tournament_size": 1}, {"eval_loop": 0}, {"elitism": "yes"}, {"mutate_winners": "yes"}):
         with pytest.raises(ConfigError, match="pbt."):
             cfg_for("tournament", **bad)
 
@@ -162,16 +214,21 @@ objective = st.one_of(st.none(), st.floats(-1e6, 1e6), st.just(float("nan")))
 
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(["truncation", "tournament"]), st.lists(objective, min_size=2, max_size=10),
-       st.integers(0, 9), st.integers(0, 2**31), st.booleans(), st.integers(2, 4))
+       st.integers(0, 9), st.integers(0, 2**31), st.booleans(), st.integers(2, 4), st.booleans(),
+       st.floats(0.01, 1.0))
 def test_never_a_worse_donor_and_reproducible(selection: str, objectives: List[Optional[float]], own: int,
-                                              seed: int, elitism: bool, size: int) -> None:
+                                              seed: int, elitism: bool, size: int, mutate_winners: bool,
+                                              probability: float) -> None:
     own %= len(objectives)
     population = dict(enumerate(objectives))
-    kwargs = dict(elitism=elitism, tournament_size=size)
+    kwargs: Dict[str, Any] = (dict(elitism=elitism, tournament_size=size, mutate_winners=mutate_winners)
+                              if selection == "tournament" else dict(perturb_probability=probability))
     decision = run(selection, population, own=own, seed=seed, **kwargs)
     assert decision == run(selection, population, own=own, seed=seed, **kwargs)  # reproducible from a seed
     if decision.action == KEEP:
         assert decision.params_after == decision.params_before
+        if mutate_winners and selection == "tournament":
+            assert "won its tournament" not in decision.reason  # a winner mutates under mutate_winners
     if decision.action != REPLACE:
         assert decision.donor is None
         return
