@@ -74,9 +74,13 @@ def old_decide(
             logger.warning("PBT policy %d: member %d is no donor: %s", own.record.policy_idx, idx, why)
 
     def perturb(
-        params: Mapping[str, Any], rng: random.Random, factors: Sequence[float], resample_probability: float
+        params: Mapping[str, Any],
+        rng: random.Random,
+        factors: Sequence[float],
+        resample_probability: float,
+        perturb_probability: float,  # truncation's per-key probability, added later; 1.0 (every key) by default
     ) -> Dict[str, Any]:
-        return perturb_params(params, explore, rng, factors, resample_probability)
+        return perturb_params(params, explore, rng, factors, resample_probability, perturb_probability)
 
     context = Context(
         size,
