@@ -12,6 +12,7 @@ run keeps what it finished) and prints a markdown table.
 
     python benchmarks/ablation.py --task Reacher --members 8 --seed_sets 3 --frames 1500000
 """
+
 import argparse
 import json
 import logging
@@ -31,6 +32,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SUMMARY = re.compile(r"SUMMARY frames=(\d+) .* mean_reward=(\S+) objective=(\S+)")
 PLAY = re.compile(r"PLAY episodes=(\d+) mean_return=(\S+) objective=(\S+)")
+EPOCH_CHECKPOINT = re.compile(r"^last_.*_ep_(\d+)_rew_")
+FRAME_CHECKPOINT = re.compile(r"^last_.*_frame_(\d+)_rew_")
+CURVE_STEPS = 12
+"""--curve: members' policies are looked at every 1/CURVE_STEPS of the budget (the PBT interval)."""
+QUARTERS = (3, 6, 9, 12)
+"""... and played at these steps for the curve (25/50/75/100% of the budget)."""
 log = logging.getLogger("ablation")
 C = "train.params.config."
 STRATEGIES = ("dexpbt", "threshold", "truncation", "tournament")
@@ -53,8 +60,7 @@ def sample_hyperparameters(rng: random.Random) -> Dict[str, Any]:
     }
 
 
-def seed_set(index: int, members: int,
-             sampler: Any = sample_hyperparameters) -> Tuple[List[Dict[str, Any]], List[int]]:
+def seed_set(index: int, members: int, sampler: Any = sample_hyperparameters) -> Tuple[List[Dict[str, Any]], List[int]]:
     """Seed set ``index``: one hyperparameter sample and one seed per member, the same in every arm
     (and in every benchmark that draws from this script's samples)."""
     rng = random.Random(1000 + index)
@@ -71,8 +77,10 @@ def space_sampler(name: str, task: str, num_envs: int) -> Any:
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
-        cfg = compose(config_name="config", overrides=[f"task={task}", f"num_envs={num_envs}", "pbt=pbt_default",
-                                                       f"pbt/search_space={name}"])
+        cfg = compose(
+            config_name="config",
+            overrides=[f"task={task}", f"num_envs={num_envs}", "pbt=pbt_default", f"pbt/search_space={name}"],
+        )
     resolved = OmegaConf.to_container(cfg, resolve=True)
     space = resolve_space(parse_space("search_space", resolved["pbt"]["search_space"]), resolved)
     return lambda rng: space.sample({}, rng)
@@ -87,33 +95,169 @@ def final_score(text: str) -> float:
     return float(match.group(3))
 
 
-def newest_checkpoint(run_dir: Path) -> Optional[Path]:
-    """The member's final rl_games checkpoint (``<run dir>/nn/last_*.pth``), None when it has none."""
+def final_checkpoint(run_dir: Path) -> Optional[Path]:
+    """The member's final rl_games checkpoint (``<run dir>/nn/last_*_frame_*.pth``, written at its
+    frame budget), else its newest ``last_*.pth``; None when it has none."""
     checkpoints = sorted((run_dir / "nn").glob("last_*.pth"), key=lambda p: p.stat().st_mtime)
-    return checkpoints[-1] if checkpoints else None
+    finals = [p for p in checkpoints if FRAME_CHECKPOINT.match(p.name)]
+    return (finals or checkpoints or [None])[-1]
 
 
-def played_score(checkpoint: Optional[Path], task: str, episodes: int, log_path: Path,
-                 overrides: Sequence[str] = ()) -> float:
-    """A member's final policy played with deterministic actions (``python -m pbt.play``) for
-    ``episodes`` full episodes: its objective there; NaN when it has no final checkpoint. Every
-    member is scored the same way, however late its last change came (a member changed in its
-    last intervals prints no training objective). ``overrides``: the config the checkpoint was
-    trained with (e.g. its network), beyond the task."""
-    if checkpoint is None:
-        return math.nan
-    cmd = [sys.executable, "-m", "pbt.play", f"checkpoint={checkpoint}", f"task={task}",
-           f"episodes={episodes}", f"num_envs={min(episodes, 256)}", "sim_device=cpu", "rl_device=cpu",
-           "torch_threads=1", *overrides]
+def epoch_checkpoints(run_dir: Path, frames_per_epoch: int) -> Dict[int, Path]:
+    """frame -> checkpoint of the saves rl_games wrote every ``save_frequency`` epochs (--curve),
+    the final one included (by its frame)."""
+    found: Dict[int, Path] = {}
+    for path in (run_dir / "nn").glob("last_*.pth"):
+        epoch, final = EPOCH_CHECKPOINT.match(path.name), FRAME_CHECKPOINT.match(path.name)
+        if epoch:
+            found.setdefault(int(epoch.group(1)) * frames_per_epoch, path)
+        elif final:
+            found[int(final.group(1))] = path
+    return found
+
+
+def curve_checkpoint(found: Dict[int, Path], step: int, frames: int) -> Optional[Tuple[int, Path]]:
+    """(frame, checkpoint) for curve step ``step`` of CURVE_STEPS: the newest save at or before
+    step/CURVE_STEPS of the budget; the final save for the last step."""
+    if not found:
+        return None
+    if step >= CURVE_STEPS:
+        frame = max(found)
+        return frame, found[frame]
+    before = [f for f in found if f <= frames * step // CURVE_STEPS]
+    return (max(before), found[max(before)]) if before else None
+
+
+def play_batch(
+    paths: Sequence[Path], task: str, episodes: int, log_path: Path, overrides: Sequence[str] = ()
+) -> Dict[str, float]:
+    """Each checkpoint's policy played with deterministic actions for ``episodes`` full episodes
+    (``pbt.tools.play.play``, as ``python -m pbt.play`` does, in one process for all: see
+    benchmarks/play_checkpoints.py): path -> its objective, NaN for one that could not be played.
+    Every member is scored the same way, however late its last change came (a member changed in its
+    last intervals prints no training objective). ``overrides``: the config the checkpoints were
+    trained with (e.g. their network), beyond the task. "random" plays the untrained policy."""
+    if not paths:
+        return {}
+    out = log_path.with_suffix(".json")
+    cmd = [
+        sys.executable,
+        str(REPO / "benchmarks" / "play_checkpoints.py"),
+        f"--task={task}",
+        f"--episodes={episodes}",
+        f"--out={out}",
+        *[f"--override={o}" for o in overrides],
+        *map(str, paths),
+    ]
     proc = subprocess.run(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log_path.write_text(proc.stdout)
-    match = PLAY.search(proc.stdout)
-    if proc.returncode == 0 and match:
-        return float(match.group(3))
-    kept = REPO / "benchmarks" / "results" / f"ablation_failed_play_{log_path.stem}_{int(time.time())}.log"
-    kept.write_text(proc.stdout[-20000:])
-    log.warning("playing %s failed (exit %d); its output is in %s", checkpoint, proc.returncode, kept)
-    return math.nan
+    scores: Dict[str, float] = json.loads(out.read_text()) if proc.returncode == 0 and out.exists() else {}
+    if proc.returncode != 0 or any(not math.isfinite(scores.get(str(p), math.nan)) for p in paths):
+        kept = REPO / "benchmarks" / "results" / f"ablation_failed_play_{log_path.stem}_{int(time.time())}.log"
+        kept.write_text(proc.stdout[-20000:])
+        log.warning(
+            "playing some of %d checkpoints failed (exit %d); the output is in %s", len(paths), proc.returncode, kept
+        )
+    return {str(p): scores.get(str(p), math.nan) for p in paths}
+
+
+def played_score(
+    checkpoint: Optional[Path], task: str, episodes: int, log_path: Path, overrides: Sequence[str] = ()
+) -> float:
+    """One member's final policy played (:func:`play_batch`); NaN when it has no final checkpoint."""
+    if checkpoint is None:
+        return math.nan
+    return play_batch([checkpoint], task, episodes, log_path, overrides)[str(checkpoint)]
+
+
+def frames_per_epoch(task: str, num_envs: int) -> int:
+    """Frames one rl_games epoch collects for this task: horizon_length x num_actors."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from pbt.resolvers import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
+        cfg = compose(config_name="config", overrides=[f"task={task}", f"num_envs={num_envs}"])
+    config = OmegaConf.to_container(cfg, resolve=True)["train"]["params"]["config"]
+    return int(config["horizon_length"]) * int(config["num_actors"])
+
+
+def member_curves(
+    arm_dir: Path, arm: str, members: int, frames: int, per_epoch: int, steps: Sequence[int]
+) -> List[Dict[int, Tuple[int, Path]]]:
+    """Per member: curve step -> (frame, checkpoint) for ``steps`` (those it has a save for)."""
+    out = []
+    for i in range(members):
+        found = epoch_checkpoints(member_run_dir(arm_dir, f"{arm}_{i}"), per_epoch)
+        picked = {step: curve_checkpoint(found, step, frames) for step in steps}
+        out.append({step: hit for step, hit in picked.items() if hit is not None})
+    return out
+
+
+def play_curve(
+    arm_dir: Path,
+    arm: str,
+    members: int,
+    frames: int,
+    per_epoch: int,
+    steps: Sequence[int],
+    task: str,
+    episodes: int,
+    log_path: Path,
+    also: Sequence[Path] = (),
+) -> Tuple[Dict[str, Any], Dict[str, float]]:
+    """Every member's policy at curve ``steps`` played: ({"steps", "frames" (per step, the first
+    member's), "scores" (per step, per member), "best", "mean" (per step)}, the scores of the
+    checkpoints ``also``, played in the same batch)."""
+    picked = member_curves(arm_dir, arm, members, frames, per_epoch, steps)
+    played = play_batch([*also, *[hit[1] for member in picked for hit in member.values()]], task, episodes, log_path)
+    scores = [[played[str(member[step][1])] if step in member else math.nan for member in picked] for step in steps]
+    firsts = [next((member[step][0] for member in picked if step in member), None) for step in steps]
+
+    def finite(values: List[float]) -> List[float]:
+        return [v for v in values if math.isfinite(v)]
+
+    return {
+        "steps": list(steps),
+        "frames": firsts,
+        "scores": scores,
+        "best": [max(finite(row), default=math.nan) for row in scores],
+        "mean": [statistics.fmean(finite(row)) if finite(row) else math.nan for row in scores],
+    }, {str(p): played[str(p)] for p in also}
+
+
+def frames_to_target(
+    arm_dir: Path,
+    arm: str,
+    members: int,
+    frames: int,
+    per_epoch: int,
+    curve: Dict[str, Any],
+    target: float,
+    task: str,
+    episodes: int,
+    log_path: Path,
+) -> Dict[str, Any]:
+    """The first curve step at which any member (the population's best then) plays at least
+    ``target`` (no-PBT's final best): the quarter steps already played, then the steps before the
+    first quarter that reached it, played to refine. {"target", "step", "frames", "fraction", "refined"}."""
+    reached = [step for step, best in zip(curve["steps"], curve["best"]) if best >= target]
+    result: Dict[str, Any] = {"target": target, "step": None, "frames": None, "fraction": None, "refined": {}}
+    if not reached:
+        return result
+    first = reached[0]
+    earlier = [s for s in curve["steps"] if s < first]
+    refine = list(range((max(earlier) if earlier else 0) + 1, first))
+    step = first
+    if refine:
+        finer, _ = play_curve(arm_dir, arm, members, frames, per_epoch, refine, task, episodes, log_path)
+        result["refined"] = finer
+        step = next((s for s, best in zip(refine, finer["best"]) if best >= target), first)
+    hits = [m[step] for m in member_curves(arm_dir, arm, members, frames, per_epoch, [step]) if step in m]
+    result.update(step=step, frames=hits[0][0] if hits else None, fraction=(hits[0][0] / frames) if hits else None)
+    return result
 
 
 def member_run_dir(train_dir: Path, experiment: str) -> Path:
@@ -129,8 +273,7 @@ def replaced_members(workspace: Path, members: int) -> Dict[int, int]:
     if not workspace.exists():
         return {}
     reader = WorkspaceReader(workspace, members)
-    return {i: sum(1 for e in reader.read_lineage(i) if e.action == "replace" and e.is_exploit)
-            for i in range(members)}
+    return {i: sum(1 for e in reader.read_lineage(i) if e.action == "replace" and e.is_exploit) for i in range(members)}
 
 
 def run_members(cmds: Sequence[List[str]], logs: Sequence[Path]) -> float:
@@ -146,20 +289,56 @@ def run_members(cmds: Sequence[List[str]], logs: Sequence[Path]) -> float:
     return time.time() - start
 
 
-def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int], frames: int, num_envs: int,
-            root: Path, extra: List[str], search_space: Optional[str], play_episodes: int = 0) -> Dict[str, Any]:
+def run_arm(
+    arm: str,
+    task: str,
+    samples: List[Dict[str, Any]],
+    seeds: List[int],
+    frames: int,
+    num_envs: int,
+    root: Path,
+    extra: List[str],
+    search_space: Optional[str],
+    play_episodes: int = 0,
+    per_epoch: int = 0,
+    target: Optional[float] = None,
+) -> Dict[str, Any]:
+    """Train one arm and score it. ``per_epoch`` > 0 (--curve): members also save every 1/12 of the
+    budget and their policies at 25/50/75% are played too (the curve); for a PBT arm with a
+    ``target`` (no-PBT's final best), also the frames at which its best member first reached it."""
     interval = max(frames // 12, 100_000)
     workspace = root / f"ws_{arm}"
     cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
-        cmd = [sys.executable, "-m", "pbt.train", f"task={task}", f"max_frames={frames}", f"num_envs={num_envs}",
-               f"seed={seed}", "sim_device=cpu", "rl_device=cpu", "torch_threads=1",
-               f"experiment={arm}_{idx}", f"train_dir={root / arm}"] + [f"{k}={v!r}" for k, v in hp.items()]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pbt.train",
+            f"task={task}",
+            f"max_frames={frames}",
+            f"num_envs={num_envs}",
+            f"seed={seed}",
+            "sim_device=cpu",
+            "rl_device=cpu",
+            "torch_threads=1",
+            f"experiment={arm}_{idx}",
+            f"train_dir={root / arm}",
+        ] + [f"{k}={v!r}" for k, v in hp.items()]
+        if per_epoch:
+            cmd.append(f"train.params.config.save_frequency={max(1, frames // (CURVE_STEPS * per_epoch))}")
         if arm != NO_PBT:
-            cmd += ["pbt=pbt_default", f"pbt/selection={arm}", f"pbt.policy_idx={idx}",
-                    f"pbt.num_policies={len(samples)}", f"pbt.workspace={workspace}", f"pbt.interval_steps={interval}",
-                    f"pbt.start_after={interval}", f"pbt.ready_after={interval}", f"pbt.initial_delay={2 * interval}",
-                    "pbt.initial_mutation=false"] + extra
+            cmd += [
+                "pbt=pbt_default",
+                f"pbt/selection={arm}",
+                f"pbt.policy_idx={idx}",
+                f"pbt.num_policies={len(samples)}",
+                f"pbt.workspace={workspace}",
+                f"pbt.interval_steps={interval}",
+                f"pbt.start_after={interval}",
+                f"pbt.ready_after={interval}",
+                f"pbt.initial_delay={2 * interval}",
+                "pbt.initial_mutation=false",
+            ] + extra
             if search_space:
                 cmd.append(f"pbt/search_space={search_space}")
         cmds.append(cmd)
@@ -175,23 +354,113 @@ def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int]
             failed = REPO / "benchmarks" / "results" / f"ablation_failed_{arm}_{i}_{int(time.time())}.log"
             failed.parent.mkdir(parents=True, exist_ok=True)
             failed.write_text(text[-20000:])
-            log.warning("%s member %d has no final objective (%s); its log tail is in %s", arm, i,
-                        "objective=n/a" if printed_summary else "no SUMMARY line", failed)
-    if play_episodes > 0:  # every member scored by playing its final policy (see played_score)
+            log.warning(
+                "%s member %d has no final objective (%s); its log tail is in %s",
+                arm,
+                i,
+                "objective=n/a" if printed_summary else "no SUMMARY line",
+                failed,
+            )
+    extra_results: Dict[str, Any] = {}
+    if play_episodes > 0:  # every member scored by playing its final policy (see play_batch)
         training = scores
-        scores = [played_score(newest_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")), task, play_episodes,
-                               root / f"{arm}_{i}.play.log") for i in range(len(samples))]
+        finals = [final_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")) for i in range(len(samples))]
+        existing = [c for c in finals if c is not None]
+        extra_results = {
+            "training_scores": training,
+            "scored_by": f"pbt.play, {play_episodes} episodes, deterministic actions",
+        }
+        if per_epoch:  # the final policies and the curve's in one batch
+            curve, played = play_curve(
+                root / arm,
+                arm,
+                len(samples),
+                frames,
+                per_epoch,
+                QUARTERS[:-1],
+                task,
+                play_episodes,
+                root / f"{arm}.play.log",
+                also=existing,
+            )
+        else:
+            played = play_batch(existing, task, play_episodes, root / f"{arm}.play.log")
+        scores = [played[str(c)] if c is not None else math.nan for c in finals]
+        if per_epoch:
+            finite = [x for x in scores if math.isfinite(x)]
+            final_frames = epoch_checkpoints(member_run_dir(root / arm, f"{arm}_0"), per_epoch) or {0: None}
+            curve["steps"].append(CURVE_STEPS)
+            curve["frames"].append(max(final_frames))
+            curve["scores"].append(scores)
+            curve["best"].append(max(finite, default=math.nan))
+            curve["mean"].append(statistics.fmean(finite) if finite else math.nan)
+            extra_results["curve"] = curve
+            if target is not None and arm != NO_PBT:
+                extra_results["frames_to_target"] = frames_to_target(
+                    root / arm,
+                    arm,
+                    len(samples),
+                    frames,
+                    per_epoch,
+                    curve,
+                    target,
+                    task,
+                    play_episodes,
+                    root / f"{arm}.target.log",
+                )
     replaced = replaced_members(workspace, len(samples))
+    return {**scored(scores, replaced), "seconds": seconds, **extra_results}
+
+
+def scored(scores: List[float], replaced: Dict[int, int]) -> Dict[str, Any]:
+    """best, mean, exploits, replaced and stuck members of an arm's final scores."""
     finite = [x for x in scores if math.isfinite(x)]
     best = max(finite) if finite else math.nan
-    stuck = [i for i, x in enumerate(scores)
-             if math.isfinite(x) and x < STUCK_FRACTION * best and not replaced.get(i)]
-    result = {"scores": scores, "best": best, "mean": statistics.fmean(finite) if finite else math.nan,
-              "seconds": seconds, "exploits": sum(replaced.values()), "replaced": replaced, "stuck": stuck}
-    if play_episodes > 0:
-        result["training_scores"] = training
-        result["scored_by"] = f"pbt.play, {play_episodes} episodes, deterministic actions"
-    return result
+    stuck = [i for i, x in enumerate(scores) if math.isfinite(x) and x < STUCK_FRACTION * best and not replaced.get(i)]
+    return {
+        "scores": scores,
+        "best": best,
+        "mean": statistics.fmean(finite) if finite else math.nan,
+        "exploits": sum(replaced.values()),
+        "replaced": replaced,
+        "stuck": stuck,
+    }
+
+
+def reused_no_pbt(result: Dict[str, Any], members: int) -> Dict[str, Any]:
+    """The no-PBT arm of the first ``members`` members, cut from a larger population's: no-PBT
+    members are independent and bit-reproducible from their sample and seed, so training them
+    again would give the same policies."""
+    out = {**scored(result["scores"][:members], {}), "seconds": result["seconds"], "reused": True}
+    for key in ("training_scores", "scored_by"):
+        if key in result:
+            out[key] = result[key][:members] if isinstance(result[key], list) else result[key]
+    if "curve" in result:
+        rows = [row[:members] for row in result["curve"]["scores"]]
+        out["curve"] = {
+            **result["curve"],
+            "scores": rows,
+            "best": [max([x for x in r if math.isfinite(x)], default=math.nan) for r in rows],
+            "mean": [statistics.fmean([x for x in r if math.isfinite(x)] or [math.nan]) for r in rows],
+        }
+    return out
+
+
+def keep_evidence(root: Path, arm: str, members: int, dest: Path) -> None:
+    """Copy an arm's lineage files and member logs out of its temporary run directory."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for i in range(members):
+        lineage = root / f"ws_{arm}" / f"{i:03d}" / "lineage.jsonl"
+        if lineage.exists():
+            shutil.copy(lineage, dest / f"lineage_{i}.jsonl")
+        for name in (f"{arm}_{i}.log",):
+            if (root / name).exists():
+                shutil.copy(root / name, dest / name)
+    for name in (f"{arm}.play.log", f"{arm}.target.log"):
+        if (root / name).exists():
+            shutil.copy(root / name, dest / name)
 
 
 def ratio(value: float, reference: float) -> float:
@@ -201,9 +470,11 @@ def ratio(value: float, reference: float) -> float:
 
 def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
     """The markdown table: one row per arm over the seed sets."""
-    lines = ["| arm | best (mean +- std over seed sets) | mean | best / no-PBT | mean / no-PBT | exploits per run "
-             "| stuck members (below 10% of best, never replaced) | wall time per run |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| arm | best (mean +- std over seed sets) | mean | best / no-PBT | mean / no-PBT | exploits per run "
+        "| stuck members (below 10% of best, never replaced) | wall time per run |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for arm in arms:
         done = [s for s in sets if arm in s["arms"]]
         if not done:
@@ -223,9 +494,56 @@ def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
             missing = f" ({len(values) - len(finite)} sets n/a)" if len(finite) < len(values) else ""
             return f"{statistics.fmean(finite):.{digits}f} +- {statistics.pstdev(finite):.{digits}f}{missing}"
 
-        lines.append(f"| {arm} | {spread(best)} | {spread(mean)} | {spread(best_ratio, 2)} | {spread(mean_ratio, 2)} "
-                     f"| {' / '.join(str(e) for e in exploits)} | {' / '.join(str(x) for x in stuck)} "
-                     f"| {statistics.fmean(seconds):.0f} s |")
+        lines.append(
+            f"| {arm} | {spread(best)} | {spread(mean)} | {spread(best_ratio, 2)} | {spread(mean_ratio, 2)} "
+            f"| {' / '.join(str(e) for e in exploits)} | {' / '.join(str(x) for x in stuck)} "
+            f"| {statistics.fmean(seconds):.0f} s |"
+        )
+    return lines
+
+
+def _row(values: List[float]) -> str:
+    return " / ".join(f"{v:.3f}" for v in values)
+
+
+def _over(result: Dict[str, Any], reference: Dict[str, Any], key: str, offset: float) -> str:
+    """result[key] / reference[key], raw and with ``offset`` (the random policy's score) taken off both."""
+    value, ref = result[key], reference[key]
+    return f"{ratio(value, ref):.2f} ({ratio(value - offset, ref - offset):.2f})"
+
+
+def curve_table(sets: Sequence[Dict[str, Any]], arms: Sequence[str], random_score: float) -> List[str]:
+    """Per seed set and arm: best and mean at 25/50/75/100% of the budget, best at the budget over
+    best at half of it, the ratios to no-PBT (raw and over the random policy's score), and the
+    frames at which a PBT arm's best member first played no-PBT's final best."""
+    lines = [
+        f"random policy's score: {random_score:.4f}",
+        "",
+        "| seed set | arm | best at 25 / 50 / 75 / 100% | mean at 25 / 50 / 75 / 100% | best 100% / 50% "
+        "| best / no-PBT (over random) | mean / no-PBT (over random) | frames-to-target |",
+        "| ---: | --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for entry in sets:
+        reference = entry["arms"].get(NO_PBT)
+        for arm in arms:
+            result = entry["arms"].get(arm)
+            if result is None or "curve" not in result or reference is None:
+                continue
+            curve = result["curve"]
+
+            target = result.get("frames_to_target")
+            reach = (
+                ""
+                if target is None
+                else (
+                    "never" if target["frames"] is None else f"{target['frames']:,} ({100 * target['fraction']:.0f}%)"
+                )
+            )
+            half = curve["best"][curve["steps"].index(6)] if 6 in curve["steps"] else math.nan
+            lines.append(
+                f"| {entry['seed_set']} | {arm} | {_row(curve['best'])} | {_row(curve['mean'])} "
+                f"| {ratio(curve['best'][-1], half):.2f} | {_over(result, reference, 'best', random_score)} | {_over(result, reference, 'mean', random_score)} | {reach} |"
+            )
     return lines
 
 
@@ -234,11 +552,13 @@ def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, An
     if not out.exists():
         return {}
     earlier = json.loads(out.read_text())
-    keys = ("task", "members", "frames", "num_envs", "search_space", "pbt_args", "play_episodes")
-    defaults = {"play_episodes": 0}  # runs from before the option existed
+    keys = ("task", "members", "frames", "num_envs", "search_space", "pbt_args", "play_episodes", "curve")
+    defaults = {"play_episodes": 0, "curve": False}  # runs from before the options existed
     if any(earlier["args"].get(k, defaults.get(k)) != getattr(args, k) for k in keys):
-        raise SystemExit(f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
-                         "choose another --out or rerun without --resume")
+        raise SystemExit(
+            f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
+            "choose another --out or rerun without --resume"
+        )
     return {entry["seed_set"]: entry for entry in earlier["sets"]}
 
 
@@ -249,27 +569,88 @@ def main() -> None:
     parser.add_argument("--seed_sets", type=int, default=3)
     parser.add_argument("--frames", type=int, default=1_500_000)
     parser.add_argument("--num_envs", type=int, default=512)
-    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES + MORE_STRATEGIES,
-                        help="the PBT arms (each pbt/selection=<name>); no-PBT always runs")
-    parser.add_argument("--search_space", default=None,
-                        help="draw the initial samples from this search space and give it to the PBT arms")
+    parser.add_argument(
+        "--strategies",
+        nargs="*",
+        default=list(STRATEGIES),
+        choices=STRATEGIES + MORE_STRATEGIES,
+        help="the PBT arms (each pbt/selection=<name>); no-PBT always runs (alone when none is given)",
+    )
+    parser.add_argument(
+        "--search_space",
+        default=None,
+        help="draw the initial samples from this search space and give it to the PBT arms",
+    )
     parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for every PBT arm")
     parser.add_argument("--out", default="benchmarks/results/ablation_selection.json")
-    parser.add_argument("--play_episodes", type=int, default=0,
-                        help="score every member by playing its final policy for this many episodes (deterministic "
-                             "actions) instead of its last training objective, which a member changed in its last "
-                             "intervals does not have; 0: the training objective")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the arms already in --out (same task, members, frames) and run only the rest")
+    parser.add_argument(
+        "--play_episodes",
+        type=int,
+        default=0,
+        help="score every member by playing its final policy for this many episodes (deterministic "
+        "actions) instead of its last training objective, which a member changed in its last "
+        "intervals does not have; 0: the training objective",
+    )
+    parser.add_argument(
+        "--curve",
+        action="store_true",
+        help="with --play_episodes: also play every member's policy at 25/50/75%% of the budget (the "
+        "arm's best and mean there), and for each PBT arm find the frames at which its best "
+        "member first played at least no-PBT's final best (frames-to-target). Members save a "
+        "checkpoint every 1/12 of the budget (train.params.config.save_frequency)",
+    )
+    parser.add_argument(
+        "--no_pbt_from",
+        default=None,
+        help="take the no-PBT arm of each seed set from this earlier result of a larger population "
+        "(same task, frames, envs, search space, scoring; its first --members members must have "
+        "the same samples and seeds): independent runs need not be trained twice",
+    )
+    parser.add_argument(
+        "--keep_dir",
+        default=None,
+        help="copy each arm's workspace lineage and member logs here (<dir>/set<N>/<arm>/) before "
+        "the temporary run directory goes: the evidence of what PBT did",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the arms already in --out (same task, members, frames) and run only the rest",
+    )
     args = parser.parse_args()
+    if args.curve and args.play_episodes <= 0:
+        parser.error("--curve scores by playing: give --play_episodes too")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    sampler = space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
+    sampler = (
+        space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
+    )
     arms = [NO_PBT] + list(args.strategies)
-    meta: Dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(), "args": vars(args),
-                            "command": " ".join(["python", "benchmarks/ablation.py"] + sys.argv[1:]), "sets": []}
+    meta: Dict[str, Any] = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "args": vars(args),
+        "command": " ".join(["python", "benchmarks/ablation.py"] + sys.argv[1:]),
+        "sets": [],
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = finished_sets(out, args) if args.resume else {}
+    earlier = json.loads(Path(args.no_pbt_from).read_text()) if args.no_pbt_from else None
+    if earlier is not None:
+        mismatch = [
+            k
+            for k in ("task", "frames", "num_envs", "search_space", "play_episodes", "curve")
+            if earlier["args"].get(k) != getattr(args, k)
+        ]
+        if mismatch or earlier["args"]["members"] < args.members:
+            raise SystemExit(f"--no_pbt_from: {args.no_pbt_from} differs in {mismatch or ['members']}")
+        meta["no_pbt_from"] = args.no_pbt_from
+    per_epoch = frames_per_epoch(args.task, args.num_envs) if args.curve else 0
+    if args.play_episodes > 0:  # the untrained policy's score: the offset of ratios over a random policy
+        with tempfile.TemporaryDirectory() as tmp:
+            meta["random_score"] = play_batch(
+                [Path("random")], args.task, args.play_episodes, Path(tmp) / "random.log"
+            )["random"]
     for s in range(args.seed_sets):
         samples, seeds = seed_set(s, args.members, sampler)
         entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
@@ -277,6 +658,11 @@ def main() -> None:
             if done[s]["samples"] != samples or done[s]["seeds"] != seeds:
                 raise SystemExit(f"--resume: seed set {s} in {out} was drawn differently; rerun without --resume")
             entry["arms"] = dict(done[s]["arms"])
+        if earlier is not None and NO_PBT not in entry["arms"]:
+            other = next(e for e in earlier["sets"] if e["seed_set"] == s)
+            if other["samples"][: args.members] != samples or other["seeds"][: args.members] != seeds:
+                raise SystemExit(f"--no_pbt_from: seed set {s} of {args.no_pbt_from} has other samples or seeds")
+            entry["arms"][NO_PBT] = reused_no_pbt(other["arms"][NO_PBT], args.members)
         meta["sets"].append(entry)
         with tempfile.TemporaryDirectory() as tmp:
             for arm in arms:
@@ -285,15 +671,41 @@ def main() -> None:
                     continue
                 with open("/proc/loadavg") as f:
                     load = f.read().split()[0]
-                result = run_arm(arm, args.task, samples, seeds, args.frames, args.num_envs, Path(tmp),
-                                 args.pbt_args, args.search_space, args.play_episodes)
+                target = entry["arms"][NO_PBT]["best"] if NO_PBT in entry["arms"] else None
+                result = run_arm(
+                    arm,
+                    args.task,
+                    samples,
+                    seeds,
+                    args.frames,
+                    args.num_envs,
+                    Path(tmp),
+                    args.pbt_args,
+                    args.search_space,
+                    args.play_episodes,
+                    per_epoch,
+                    target,
+                )
                 result["load_before"] = float(load)
+                if args.keep_dir:
+                    keep_evidence(Path(tmp), arm, len(samples), Path(args.keep_dir) / f"set{s}" / arm)
                 entry["arms"][arm] = result
-                log.info("seed set %d %s: best %.3f mean %.3f exploits %d stuck %s (%.0f s, load %s) %s", s, arm,
-                         result["best"], result["mean"], result["exploits"], result["stuck"], result["seconds"],
-                         load, [round(x, 3) for x in result["scores"]])
+                log.info(
+                    "seed set %d %s: best %.3f mean %.3f exploits %d stuck %s (%.0f s, load %s) %s",
+                    s,
+                    arm,
+                    result["best"],
+                    result["mean"],
+                    result["exploits"],
+                    result["stuck"],
+                    result["seconds"],
+                    load,
+                    [round(x, 3) for x in result["scores"]],
+                )
                 out.write_text(json.dumps(meta, indent=2))
     table = summarize(meta["sets"], arms)
+    if args.curve:
+        table += [""] + curve_table(meta["sets"], arms, meta.get("random_score", 0.0))
     meta["table"] = table
     out.write_text(json.dumps(meta, indent=2))
     print("\n".join(table))
