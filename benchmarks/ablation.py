@@ -12,6 +12,7 @@ run keeps what it finished) and prints a markdown table.
 
     python benchmarks/ablation.py --task Reacher --members 8 --seed_sets 3 --frames 1500000
 """
+
 import argparse
 import json
 import logging
@@ -32,12 +33,27 @@ sys.path.insert(0, str(REPO))
 SUMMARY = re.compile(r"SUMMARY frames=(\d+) .* mean_reward=(\S+) objective=(\S+)")
 PLAY = re.compile(r"PLAY episodes=(\d+) mean_return=(\S+) objective=(\S+)")
 log = logging.getLogger("ablation")
+
+from ablation_curve import (  # noqa: E402  (beside this script; sys.path[0] when it runs)
+    CURVE_STEPS,
+    NO_PBT,
+    QUARTERS,
+    curve_table,
+    epoch_checkpoints,
+    final_checkpoint,
+    frames_per_epoch,
+    frames_to_target,
+    member_run_dir,
+    play_batch,
+    play_curve,
+    ratio,
+)
+
 C = "train.params.config."
 STRATEGIES = ("dexpbt", "threshold", "truncation", "tournament")
 """The default PBT arms."""
 MORE_STRATEGIES = ("pb2", "mfpbt")
 """Arms on request (--strategies): pb2 needs --search_space with a continuous key and scikit-learn."""
-NO_PBT = "no_pbt"
 STUCK_FRACTION = 0.1
 
 
@@ -53,8 +69,7 @@ def sample_hyperparameters(rng: random.Random) -> Dict[str, Any]:
     }
 
 
-def seed_set(index: int, members: int,
-             sampler: Any = sample_hyperparameters) -> Tuple[List[Dict[str, Any]], List[int]]:
+def seed_set(index: int, members: int, sampler: Any = sample_hyperparameters) -> Tuple[List[Dict[str, Any]], List[int]]:
     """Seed set ``index``: one hyperparameter sample and one seed per member, the same in every arm
     (and in every benchmark that draws from this script's samples)."""
     rng = random.Random(1000 + index)
@@ -71,8 +86,10 @@ def space_sampler(name: str, task: str, num_envs: int) -> Any:
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
-        cfg = compose(config_name="config", overrides=[f"task={task}", f"num_envs={num_envs}", "pbt=pbt_default",
-                                                       f"pbt/search_space={name}"])
+        cfg = compose(
+            config_name="config",
+            overrides=[f"task={task}", f"num_envs={num_envs}", "pbt=pbt_default", f"pbt/search_space={name}"],
+        )
     resolved = OmegaConf.to_container(cfg, resolve=True)
     space = resolve_space(parse_space("search_space", resolved["pbt"]["search_space"]), resolved)
     return lambda rng: space.sample({}, rng)
@@ -87,41 +104,6 @@ def final_score(text: str) -> float:
     return float(match.group(3))
 
 
-def newest_checkpoint(run_dir: Path) -> Optional[Path]:
-    """The member's final rl_games checkpoint (``<run dir>/nn/last_*.pth``), None when it has none."""
-    checkpoints = sorted((run_dir / "nn").glob("last_*.pth"), key=lambda p: p.stat().st_mtime)
-    return checkpoints[-1] if checkpoints else None
-
-
-def played_score(checkpoint: Optional[Path], task: str, episodes: int, log_path: Path,
-                 overrides: Sequence[str] = ()) -> float:
-    """A member's final policy played with deterministic actions (``python -m pbt.play``) for
-    ``episodes`` full episodes: its objective there; NaN when it has no final checkpoint. Every
-    member is scored the same way, however late its last change came (a member changed in its
-    last intervals prints no training objective). ``overrides``: the config the checkpoint was
-    trained with (e.g. its network), beyond the task."""
-    if checkpoint is None:
-        return math.nan
-    cmd = [sys.executable, "-m", "pbt.play", f"checkpoint={checkpoint}", f"task={task}",
-           f"episodes={episodes}", f"num_envs={min(episodes, 256)}", "sim_device=cpu", "rl_device=cpu",
-           "torch_threads=1", *overrides]
-    proc = subprocess.run(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log_path.write_text(proc.stdout)
-    match = PLAY.search(proc.stdout)
-    if proc.returncode == 0 and match:
-        return float(match.group(3))
-    kept = REPO / "benchmarks" / "results" / f"ablation_failed_play_{log_path.stem}_{int(time.time())}.log"
-    kept.write_text(proc.stdout[-20000:])
-    log.warning("playing %s failed (exit %d); its output is in %s", checkpoint, proc.returncode, kept)
-    return math.nan
-
-
-def member_run_dir(train_dir: Path, experiment: str) -> Path:
-    """A member's rl_games run directory: ``experiment``, or ``experiment_pbtNNN`` for a PBT member."""
-    found = sorted(train_dir.glob(f"{experiment}_pbt[0-9]*")) or [train_dir / experiment]
-    return found[0]
-
-
 def replaced_members(workspace: Path, members: int) -> Dict[int, int]:
     """policy_idx -> how many times it took a donor's weights (lineage action "replace")."""
     from pbt.storage.reader import WorkspaceReader
@@ -129,8 +111,7 @@ def replaced_members(workspace: Path, members: int) -> Dict[int, int]:
     if not workspace.exists():
         return {}
     reader = WorkspaceReader(workspace, members)
-    return {i: sum(1 for e in reader.read_lineage(i) if e.action == "replace" and e.is_exploit)
-            for i in range(members)}
+    return {i: sum(1 for e in reader.read_lineage(i) if e.action == "replace" and e.is_exploit) for i in range(members)}
 
 
 def run_members(cmds: Sequence[List[str]], logs: Sequence[Path]) -> float:
@@ -146,20 +127,56 @@ def run_members(cmds: Sequence[List[str]], logs: Sequence[Path]) -> float:
     return time.time() - start
 
 
-def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int], frames: int, num_envs: int,
-            root: Path, extra: List[str], search_space: Optional[str], play_episodes: int = 0) -> Dict[str, Any]:
+def run_arm(
+    arm: str,
+    task: str,
+    samples: List[Dict[str, Any]],
+    seeds: List[int],
+    frames: int,
+    num_envs: int,
+    root: Path,
+    extra: List[str],
+    search_space: Optional[str],
+    play_episodes: int = 0,
+    per_epoch: int = 0,
+    target: Optional[float] = None,
+) -> Dict[str, Any]:
+    """Train one arm and score it. ``per_epoch`` > 0 (--curve): members also save every 1/12 of the
+    budget and their policies at 25/50/75% are played too (the curve); for a PBT arm with a
+    ``target`` (no-PBT's final best), also the frames at which its best member first reached it."""
     interval = max(frames // 12, 100_000)
     workspace = root / f"ws_{arm}"
     cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
-        cmd = [sys.executable, "-m", "pbt.train", f"task={task}", f"max_frames={frames}", f"num_envs={num_envs}",
-               f"seed={seed}", "sim_device=cpu", "rl_device=cpu", "torch_threads=1",
-               f"experiment={arm}_{idx}", f"train_dir={root / arm}"] + [f"{k}={v!r}" for k, v in hp.items()]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pbt.train",
+            f"task={task}",
+            f"max_frames={frames}",
+            f"num_envs={num_envs}",
+            f"seed={seed}",
+            "sim_device=cpu",
+            "rl_device=cpu",
+            "torch_threads=1",
+            f"experiment={arm}_{idx}",
+            f"train_dir={root / arm}",
+        ] + [f"{k}={v!r}" for k, v in hp.items()]
+        if per_epoch:
+            cmd.append(f"train.params.config.save_frequency={max(1, frames // (CURVE_STEPS * per_epoch))}")
         if arm != NO_PBT:
-            cmd += ["pbt=pbt_default", f"pbt/selection={arm}", f"pbt.policy_idx={idx}",
-                    f"pbt.num_policies={len(samples)}", f"pbt.workspace={workspace}", f"pbt.interval_steps={interval}",
-                    f"pbt.start_after={interval}", f"pbt.ready_after={interval}", f"pbt.initial_delay={2 * interval}",
-                    "pbt.initial_mutation=false"] + extra
+            cmd += [
+                "pbt=pbt_default",
+                f"pbt/selection={arm}",
+                f"pbt.policy_idx={idx}",
+                f"pbt.num_policies={len(samples)}",
+                f"pbt.workspace={workspace}",
+                f"pbt.interval_steps={interval}",
+                f"pbt.start_after={interval}",
+                f"pbt.ready_after={interval}",
+                f"pbt.initial_delay={2 * interval}",
+                "pbt.initial_mutation=false",
+            ] + extra
             if search_space:
                 cmd.append(f"pbt/search_space={search_space}")
         cmds.append(cmd)
@@ -175,35 +192,122 @@ def run_arm(arm: str, task: str, samples: List[Dict[str, Any]], seeds: List[int]
             failed = REPO / "benchmarks" / "results" / f"ablation_failed_{arm}_{i}_{int(time.time())}.log"
             failed.parent.mkdir(parents=True, exist_ok=True)
             failed.write_text(text[-20000:])
-            log.warning("%s member %d has no final objective (%s); its log tail is in %s", arm, i,
-                        "objective=n/a" if printed_summary else "no SUMMARY line", failed)
-    if play_episodes > 0:  # every member scored by playing its final policy (see played_score)
+            log.warning(
+                "%s member %d has no final objective (%s); its log tail is in %s",
+                arm,
+                i,
+                "objective=n/a" if printed_summary else "no SUMMARY line",
+                failed,
+            )
+    extra_results: Dict[str, Any] = {}
+    if play_episodes > 0:  # every member scored by playing its final policy (see play_batch)
         training = scores
-        scores = [played_score(newest_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")), task, play_episodes,
-                               root / f"{arm}_{i}.play.log") for i in range(len(samples))]
+        finals = [final_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")) for i in range(len(samples))]
+        existing = [c for c in finals if c is not None]
+        extra_results = {
+            "training_scores": training,
+            "scored_by": f"pbt.play, {play_episodes} episodes, deterministic actions",
+        }
+        if per_epoch:  # the final policies and the curve's in one batch
+            curve, played = play_curve(
+                root / arm,
+                arm,
+                len(samples),
+                frames,
+                per_epoch,
+                QUARTERS[:-1],
+                task,
+                play_episodes,
+                root / f"{arm}.play.log",
+                also=existing,
+            )
+        else:
+            played = play_batch(existing, task, play_episodes, root / f"{arm}.play.log")
+        scores = [played[str(c)] if c is not None else math.nan for c in finals]
+        if per_epoch:
+            finite = [x for x in scores if math.isfinite(x)]
+            final_frames = epoch_checkpoints(member_run_dir(root / arm, f"{arm}_0"), per_epoch) or {0: None}
+            curve["steps"].append(CURVE_STEPS)
+            curve["frames"].append(max(final_frames))
+            curve["scores"].append(scores)
+            curve["best"].append(max(finite, default=math.nan))
+            curve["mean"].append(statistics.fmean(finite) if finite else math.nan)
+            extra_results["curve"] = curve
+            if target is not None and arm != NO_PBT:
+                extra_results["frames_to_target"] = frames_to_target(
+                    root / arm,
+                    arm,
+                    len(samples),
+                    frames,
+                    per_epoch,
+                    curve,
+                    target,
+                    task,
+                    play_episodes,
+                    root / f"{arm}.target.log",
+                )
     replaced = replaced_members(workspace, len(samples))
+    return {**scored(scores, replaced), "seconds": seconds, **extra_results}
+
+
+def scored(scores: List[float], replaced: Dict[int, int]) -> Dict[str, Any]:
+    """best, mean, exploits, replaced and stuck members of an arm's final scores."""
     finite = [x for x in scores if math.isfinite(x)]
     best = max(finite) if finite else math.nan
-    stuck = [i for i, x in enumerate(scores)
-             if math.isfinite(x) and x < STUCK_FRACTION * best and not replaced.get(i)]
-    result = {"scores": scores, "best": best, "mean": statistics.fmean(finite) if finite else math.nan,
-              "seconds": seconds, "exploits": sum(replaced.values()), "replaced": replaced, "stuck": stuck}
-    if play_episodes > 0:
-        result["training_scores"] = training
-        result["scored_by"] = f"pbt.play, {play_episodes} episodes, deterministic actions"
-    return result
+    stuck = [i for i, x in enumerate(scores) if math.isfinite(x) and x < STUCK_FRACTION * best and not replaced.get(i)]
+    return {
+        "scores": scores,
+        "best": best,
+        "mean": statistics.fmean(finite) if finite else math.nan,
+        "exploits": sum(replaced.values()),
+        "replaced": replaced,
+        "stuck": stuck,
+    }
 
 
-def ratio(value: float, reference: float) -> float:
-    """value / reference; NaN when the reference is 0 (nothing learned: no ratio to speak of)."""
-    return value / reference if reference else math.nan
+def reused_no_pbt(result: Dict[str, Any], members: int) -> Dict[str, Any]:
+    """The no-PBT arm of the first ``members`` members, cut from a larger population's: no-PBT
+    members are independent and bit-reproducible from their sample and seed, so training them
+    again would give the same policies."""
+    out = {**scored(result["scores"][:members], {}), "seconds": result["seconds"], "reused": True}
+    for key in ("training_scores", "scored_by"):
+        if key in result:
+            out[key] = result[key][:members] if isinstance(result[key], list) else result[key]
+    if "curve" in result:
+        rows = [row[:members] for row in result["curve"]["scores"]]
+        out["curve"] = {
+            **result["curve"],
+            "scores": rows,
+            "best": [max([x for x in r if math.isfinite(x)], default=math.nan) for r in rows],
+            "mean": [statistics.fmean([x for x in r if math.isfinite(x)] or [math.nan]) for r in rows],
+        }
+    return out
+
+
+def keep_evidence(root: Path, arm: str, members: int, dest: Path) -> None:
+    """Copy an arm's lineage files and member logs out of its temporary run directory."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for i in range(members):
+        lineage = root / f"ws_{arm}" / f"{i:03d}" / "lineage.jsonl"
+        if lineage.exists():
+            shutil.copy(lineage, dest / f"lineage_{i}.jsonl")
+        for name in (f"{arm}_{i}.log",):
+            if (root / name).exists():
+                shutil.copy(root / name, dest / name)
+    for name in (f"{arm}.play.log", f"{arm}.target.log"):
+        if (root / name).exists():
+            shutil.copy(root / name, dest / name)
 
 
 def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
     """The markdown table: one row per arm over the seed sets."""
-    lines = ["| arm | best (mean +- std over seed sets) | mean | best / no-PBT | mean / no-PBT | exploits per run "
-             "| stuck members (below 10% of best, never replaced) | wall time per run |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| arm | best (mean +- std over seed sets) | mean | best / no-PBT | mean / no-PBT | exploits per run "
+        "| stuck members (below 10% of best, never replaced) | wall time per run |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for arm in arms:
         done = [s for s in sets if arm in s["arms"]]
         if not done:
@@ -223,9 +327,11 @@ def summarize(sets: Sequence[Dict[str, Any]], arms: Sequence[str]) -> List[str]:
             missing = f" ({len(values) - len(finite)} sets n/a)" if len(finite) < len(values) else ""
             return f"{statistics.fmean(finite):.{digits}f} +- {statistics.pstdev(finite):.{digits}f}{missing}"
 
-        lines.append(f"| {arm} | {spread(best)} | {spread(mean)} | {spread(best_ratio, 2)} | {spread(mean_ratio, 2)} "
-                     f"| {' / '.join(str(e) for e in exploits)} | {' / '.join(str(x) for x in stuck)} "
-                     f"| {statistics.fmean(seconds):.0f} s |")
+        lines.append(
+            f"| {arm} | {spread(best)} | {spread(mean)} | {spread(best_ratio, 2)} | {spread(mean_ratio, 2)} "
+            f"| {' / '.join(str(e) for e in exploits)} | {' / '.join(str(x) for x in stuck)} "
+            f"| {statistics.fmean(seconds):.0f} s |"
+        )
     return lines
 
 
@@ -234,11 +340,13 @@ def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, An
     if not out.exists():
         return {}
     earlier = json.loads(out.read_text())
-    keys = ("task", "members", "frames", "num_envs", "search_space", "pbt_args", "play_episodes")
-    defaults = {"play_episodes": 0}  # runs from before the option existed
+    keys = ("task", "members", "frames", "num_envs", "search_space", "pbt_args", "play_episodes", "curve")
+    defaults = {"play_episodes": 0, "curve": False}  # runs from before the options existed
     if any(earlier["args"].get(k, defaults.get(k)) != getattr(args, k) for k in keys):
-        raise SystemExit(f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
-                         "choose another --out or rerun without --resume")
+        raise SystemExit(
+            f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
+            "choose another --out or rerun without --resume"
+        )
     return {entry["seed_set"]: entry for entry in earlier["sets"]}
 
 
@@ -249,27 +357,88 @@ def main() -> None:
     parser.add_argument("--seed_sets", type=int, default=3)
     parser.add_argument("--frames", type=int, default=1_500_000)
     parser.add_argument("--num_envs", type=int, default=512)
-    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES + MORE_STRATEGIES,
-                        help="the PBT arms (each pbt/selection=<name>); no-PBT always runs")
-    parser.add_argument("--search_space", default=None,
-                        help="draw the initial samples from this search space and give it to the PBT arms")
+    parser.add_argument(
+        "--strategies",
+        nargs="*",
+        default=list(STRATEGIES),
+        choices=STRATEGIES + MORE_STRATEGIES,
+        help="the PBT arms (each pbt/selection=<name>); no-PBT always runs (alone when none is given)",
+    )
+    parser.add_argument(
+        "--search_space",
+        default=None,
+        help="draw the initial samples from this search space and give it to the PBT arms",
+    )
     parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for every PBT arm")
     parser.add_argument("--out", default="benchmarks/results/ablation_selection.json")
-    parser.add_argument("--play_episodes", type=int, default=0,
-                        help="score every member by playing its final policy for this many episodes (deterministic "
-                             "actions) instead of its last training objective, which a member changed in its last "
-                             "intervals does not have; 0: the training objective")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the arms already in --out (same task, members, frames) and run only the rest")
+    parser.add_argument(
+        "--play_episodes",
+        type=int,
+        default=0,
+        help="score every member by playing its final policy for this many episodes (deterministic "
+        "actions) instead of its last training objective, which a member changed in its last "
+        "intervals does not have; 0: the training objective",
+    )
+    parser.add_argument(
+        "--curve",
+        action="store_true",
+        help="with --play_episodes: also play every member's policy at 25/50/75%% of the budget (the "
+        "arm's best and mean there), and for each PBT arm find the frames at which its best "
+        "member first played at least no-PBT's final best (frames-to-target). Members save a "
+        "checkpoint every 1/12 of the budget (train.params.config.save_frequency)",
+    )
+    parser.add_argument(
+        "--no_pbt_from",
+        default=None,
+        help="take the no-PBT arm of each seed set from this earlier result of a larger population "
+        "(same task, frames, envs, search space, scoring; its first --members members must have "
+        "the same samples and seeds): independent runs need not be trained twice",
+    )
+    parser.add_argument(
+        "--keep_dir",
+        default=None,
+        help="copy each arm's workspace lineage and member logs here (<dir>/set<N>/<arm>/) before "
+        "the temporary run directory goes: the evidence of what PBT did",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the arms already in --out (same task, members, frames) and run only the rest",
+    )
     args = parser.parse_args()
+    if args.curve and args.play_episodes <= 0:
+        parser.error("--curve scores by playing: give --play_episodes too")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    sampler = space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
+    sampler = (
+        space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
+    )
     arms = [NO_PBT] + list(args.strategies)
-    meta: Dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(), "args": vars(args),
-                            "command": " ".join(["python", "benchmarks/ablation.py"] + sys.argv[1:]), "sets": []}
+    meta: Dict[str, Any] = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "args": vars(args),
+        "command": " ".join(["python", "benchmarks/ablation.py"] + sys.argv[1:]),
+        "sets": [],
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = finished_sets(out, args) if args.resume else {}
+    earlier = json.loads(Path(args.no_pbt_from).read_text()) if args.no_pbt_from else None
+    if earlier is not None:
+        mismatch = [
+            k
+            for k in ("task", "frames", "num_envs", "search_space", "play_episodes", "curve")
+            if earlier["args"].get(k) != getattr(args, k)
+        ]
+        if mismatch or earlier["args"]["members"] < args.members:
+            raise SystemExit(f"--no_pbt_from: {args.no_pbt_from} differs in {mismatch or ['members']}")
+        meta["no_pbt_from"] = args.no_pbt_from
+    per_epoch = frames_per_epoch(args.task, args.num_envs) if args.curve else 0
+    if args.play_episodes > 0:  # the untrained policy's score: the offset of ratios over a random policy
+        with tempfile.TemporaryDirectory() as tmp:
+            meta["random_score"] = play_batch(
+                [Path("random")], args.task, args.play_episodes, Path(tmp) / "random.log"
+            )["random"]
     for s in range(args.seed_sets):
         samples, seeds = seed_set(s, args.members, sampler)
         entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
@@ -277,6 +446,11 @@ def main() -> None:
             if done[s]["samples"] != samples or done[s]["seeds"] != seeds:
                 raise SystemExit(f"--resume: seed set {s} in {out} was drawn differently; rerun without --resume")
             entry["arms"] = dict(done[s]["arms"])
+        if earlier is not None and NO_PBT not in entry["arms"]:
+            other = next(e for e in earlier["sets"] if e["seed_set"] == s)
+            if other["samples"][: args.members] != samples or other["seeds"][: args.members] != seeds:
+                raise SystemExit(f"--no_pbt_from: seed set {s} of {args.no_pbt_from} has other samples or seeds")
+            entry["arms"][NO_PBT] = reused_no_pbt(other["arms"][NO_PBT], args.members)
         meta["sets"].append(entry)
         with tempfile.TemporaryDirectory() as tmp:
             for arm in arms:
@@ -285,15 +459,41 @@ def main() -> None:
                     continue
                 with open("/proc/loadavg") as f:
                     load = f.read().split()[0]
-                result = run_arm(arm, args.task, samples, seeds, args.frames, args.num_envs, Path(tmp),
-                                 args.pbt_args, args.search_space, args.play_episodes)
+                target = entry["arms"][NO_PBT]["best"] if NO_PBT in entry["arms"] else None
+                result = run_arm(
+                    arm,
+                    args.task,
+                    samples,
+                    seeds,
+                    args.frames,
+                    args.num_envs,
+                    Path(tmp),
+                    args.pbt_args,
+                    args.search_space,
+                    args.play_episodes,
+                    per_epoch,
+                    target,
+                )
                 result["load_before"] = float(load)
+                if args.keep_dir:
+                    keep_evidence(Path(tmp), arm, len(samples), Path(args.keep_dir) / f"set{s}" / arm)
                 entry["arms"][arm] = result
-                log.info("seed set %d %s: best %.3f mean %.3f exploits %d stuck %s (%.0f s, load %s) %s", s, arm,
-                         result["best"], result["mean"], result["exploits"], result["stuck"], result["seconds"],
-                         load, [round(x, 3) for x in result["scores"]])
+                log.info(
+                    "seed set %d %s: best %.3f mean %.3f exploits %d stuck %s (%.0f s, load %s) %s",
+                    s,
+                    arm,
+                    result["best"],
+                    result["mean"],
+                    result["exploits"],
+                    result["stuck"],
+                    result["seconds"],
+                    load,
+                    [round(x, 3) for x in result["scores"]],
+                )
                 out.write_text(json.dumps(meta, indent=2))
     table = summarize(meta["sets"], arms)
+    if args.curve:
+        table += [""] + curve_table(meta["sets"], arms, meta.get("random_score", 0.0))
     meta["table"] = table
     out.write_text(json.dumps(meta, indent=2))
     print("\n".join(table))

@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from ablation import final_score, played_score, replaced_members, run_members, seed_set  # noqa: E402
+from ablation import final_score, replaced_members, run_members, seed_set  # noqa: E402
+from ablation_curve import played_score  # noqa: E402
 from pbt.storage.reader import WorkspaceReader  # noqa: E402
 
 log = logging.getLogger("network_mutation")

@@ -200,6 +200,20 @@ def test_the_shipped_design_doc_space() -> None:
     assert PbtConfig.from_mapping({"search_space": yaml.safe_load(text)}).explore.search_space
 
 
+def test_the_shipped_reacher_wide_space_is_the_ablation_spread() -> None:
+    """benchmarks/ablation.py's hand-written sampler's ranges, typed, so PB2 can model them."""
+    text = (CONFIGS / "reacher_wide.yaml").read_text()
+    assert text.splitlines()[0] == "# @package pbt.search_space"
+    dims = resolve_space(parse_space("search_space", yaml.safe_load(text)), resolved_config()).dims
+    assert {k: (d.type, d.low, d.high) for k, d in dims.items()} == {
+        C + "learning_rate": ("loguniform", 1e-4, 3.16e-3), C + "entropy_coef": ("loguniform", 1e-4, 3.16e-2),
+        C + "gamma": ("uniform", 0.95, 0.995), C + "tau": ("uniform", 0.9, 0.98), C + "mini_epochs": ("int", 2, 8),
+        C + "e_clip": ("uniform", 0.1, 0.3)}
+    sample = PbtConfig.from_mapping({"search_space": yaml.safe_load(text)}).explore.search_space.sample(
+        {}, random.Random(0))
+    assert 2 <= sample[C + "mini_epochs"] <= 8 and 1e-4 <= sample[C + "learning_rate"] <= 3.16e-3
+
+
 def member_cfg(ws: Path, idx: int, **pbt: Any) -> Dict[str, Any]:
     cfg = resolved_config()
     block = {"enabled": True, "policy_idx": idx, "num_policies": 4, "workspace": str(ws), "interval_steps": 1000,
