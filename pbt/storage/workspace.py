@@ -13,7 +13,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.storage.backend import Refused, Store
@@ -163,6 +163,7 @@ class Workspace(WorkspaceReader):
         history: Optional[Mapping[int, Optional[float]]] = None,
         param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
         gains: Optional[Mapping[int, float]] = None,
+        stage: Optional[Tuple[int, int]] = None,
     ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(
@@ -177,6 +178,7 @@ class Workspace(WorkspaceReader):
             history,
             param_history,
             gains,
+            stage,
         )
 
     def publish(
@@ -192,11 +194,13 @@ class Workspace(WorkspaceReader):
         history: Optional[Mapping[int, Optional[float]]] = None,
         param_history: Optional[Mapping[int, Mapping[str, Any]]] = None,
         gains: Optional[Mapping[int, float]] = None,
+        stage: Optional[Tuple[int, int]] = None,
     ) -> Record:
         """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``.
         ``history``: the member's objective by iteration (the newest MAX_HISTORY are kept);
         ``param_history``: its hyperparameter change points (the newest MAX_PARAM_HISTORY);
-        ``gains``: each interval's objective change (the newest MAX_GAINS, finite ones only)."""
+        ``gains``: each interval's objective change (the newest MAX_GAINS, finite ones only);
+        ``stage``: (curriculum stage, frame it was entered) with a curriculum."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -227,6 +231,8 @@ class Workspace(WorkspaceReader):
                 for i, p in sorted((param_history or {}).items())[-MAX_PARAM_HISTORY:]
             },
             gains={int(i): float(g) for i, g in sorted((gains or {}).items())[-MAX_GAINS:] if math.isfinite(g)},
+            stage=None if stage is None else int(stage[0]),
+            stage_frame=None if stage is None else int(stage[1]),
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"
