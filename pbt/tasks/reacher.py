@@ -111,9 +111,10 @@ class Reacher(VecTask):
                 f"Reacher goal annulus [{self.goal_min_radius}, {self.goal_max_radius}] must lie within the "
                 f"arm's reach [0, {reach}]. Set env.goalMinRadius <= env.goalMaxRadius <= length1 + length2."
             )
-        if not 0.0 < self.goal_radius <= reach:
+        if not 0.0 < self.goal_radius <= 2 * reach:
             raise ConfigError(
-                f"Reacher env.goalRadius must be in (0, {reach}] (the arm's reach), got {self.goal_radius}."
+                f"Reacher env.goalRadius must be in (0, {2 * reach}] (twice the arm's reach: any larger disc holds "
+                f"every fingertip position), got {self.goal_radius}."
             )
 
     # -- physics ------------------------------------------------------------------------------------
