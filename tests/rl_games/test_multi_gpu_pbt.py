@@ -48,13 +48,16 @@ def test_ppo_with_multi_gpu_is_refused_under_pbt(algo: str, monkeypatch: pytest.
             _follower_rank(cfg)
 
 
-@pytest.mark.parametrize("rebuild", ["search space", "network mutation", "restart_mode"])
+@pytest.mark.parametrize("rebuild", ["search space", "network mutation", "restart_mode", "curriculum"])
 def test_trpo_with_multi_gpu_is_refused_when_a_member_could_be_rebuilt(rebuild: str) -> None:
     cfg = compose(TRPO)
     assert _follower_rank(cfg) is False  # rank 0, in-place keys only: accepted
     if rebuild == "search space":
         cfg["pbt"]["search_space"] = {"train.params.config.horizon_length": {"type": "choice", "values": [16, 32]}}
         match = "train.params.config.horizon_length would rebuild or restart it"
+    elif rebuild == "curriculum":
+        cfg["pbt"]["curriculum"] = [{"task": {"task.env.maxTorque": 1.0}, "frames": 10}, {"task": {}}]
+        match = "pbt.curriculum"
     elif rebuild == "network mutation":
         cfg["pbt"]["network_mutation"] = network_mutation()
         match = "pbt.network_mutation"
