@@ -3,6 +3,10 @@ the best member is the best of the furthest stage, analyze's report lists each m
 workspace written without a curriculum shows none of it."""
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("rich")  # pbt.status draws with rich (not in the Python 3.8 core environment)
+
 from pbt.storage import LineageEntry, Workspace
 from pbt.tools.report import stage_rows, write_report
 from pbt.tools.snapshot import read_snapshot

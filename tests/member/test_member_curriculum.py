@@ -69,11 +69,3 @@ def test_peers_of_another_stage_are_not_ranked_and_a_due_transition_is_the_decis
     assert decision.action == "replace" and decision.donor.policy_idx in (1, 2)  # now ranked with them
     assert member.workspace.latest_record(0).stage == 1 and member.workspace.latest_record(0).stage_frame == 2000
 
-
-def test_a_curriculum_without_pbt_is_refused() -> None:
-    pytest.importorskip("rl_games")
-    from pbt.rl_games.observer import WorkerObserver
-
-    cfg = make_cfg("ws", enabled=False)
-    with pytest.raises(ConfigError, match="PBT is off.*pbt=pbt_default"):
-        WorkerObserver(cfg).prepare()

@@ -71,3 +71,13 @@ def test_trpo_with_multi_gpu_is_refused_when_a_member_could_be_rebuilt(rebuild: 
 def test_a_trpo_follower_rank_is_told_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "1")
     assert _follower_rank(compose(TRPO)) is True
+
+
+def test_a_curriculum_without_pbt_is_refused() -> None:
+    from pbt.rl_games.observer import WorkerObserver
+
+    cfg = compose([])
+    cfg["pbt"]["enabled"] = False
+    cfg["pbt"]["curriculum"] = [{"task": {"task.env.maxTorque": 1.0}, "frames": 10}, {"task": {}}]
+    with pytest.raises(ConfigError, match="PBT is off.*pbt=pbt_default"):
+        WorkerObserver(cfg).prepare()
