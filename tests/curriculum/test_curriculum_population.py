@@ -87,3 +87,29 @@ def test_members_advance_through_the_stages_and_rank_within_their_stage(tmp_path
                 assert stage_of_record(lineages[entry.donor], entry.donor_iteration) == entry.stage, entry
 
     assert "stage" in render_text(read_snapshot(ws))
+
+
+def test_a_stage_without_live_setters_is_entered_by_restart(tmp_path: Path) -> None:
+    """Pendulum's gravity has no live setter: members restart (exec) into the next stage and the
+    restarted process takes the stage, and its task settings, from its lineage."""
+    stages = ("pbt.curriculum=[{name: light, task: {task.env.gravity: 5.0}, frames: 10000}, "
+              "{name: full, task: {task.env.gravity: 10.0}}]")
+    procs = []
+    for idx in range(2):
+        cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", f"pbt.policy_idx={idx}",
+               "pbt.num_policies=2", f"pbt.workspace={tmp_path / 'ws'}", "pbt.interval_steps=10000", stages,
+               "max_frames=30000", "num_envs=64", "sim_device=cpu", "rl_device=cpu", "torch_threads=1",
+               "experiment=ex", f"train_dir={tmp_path / 'runs'}"]
+        log = (tmp_path / f"member{idx}.log").open("w")
+        procs.append((subprocess.Popen(cmd, env=worker_env(), stdout=log, stderr=subprocess.STDOUT), log))
+    for proc, log in procs:
+        proc.wait(timeout=900)
+        log.close()
+    reader = WorkspaceReader(tmp_path / "ws", 2)
+    for idx, (proc, _) in enumerate(procs):
+        text = (tmp_path / f"member{idx}.log").read_text()
+        assert proc.returncode == 0, text[-3000:]
+        (move,) = transitions(reader.read_lineage(idx))
+        assert (move.stage, move.mode) == (1, "exec") and "task.env.gravity cannot change" in move.mode_reason
+        assert "curriculum stage 1 of 2 'full' (task.env.gravity=10.0) (entered at frame 10240" in text
+        assert reader.latest_record(idx).stage == 1
