@@ -62,6 +62,9 @@ def stage_decision(
     after: Dict[str, Any] = dict(params)
     how = "hyperparameters kept (pbt.curriculum_mode=continue)"
     if state.reset_mode():
-        after, source = redraw(state.stages[transition.after], pbt.explore, configured, params, rng)
+        # A generator of its own: the member's is re-seeded where it started, so its next draws would
+        # repeat the sample a fresh member took there (measured: the first reset changed nothing).
+        own = random.Random(hash((rng.getrandbits(32), transition.after, transition.frame)))
+        after, source = redraw(state.stages[transition.after], pbt.explore, configured, params, own)
         how = f"hyperparameters reset: {source} (pbt.curriculum_mode=reset)"
     return Decision(MUTATE, None, f"curriculum: {transition.reason}; {how}", dict(params), after)

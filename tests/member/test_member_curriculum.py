@@ -69,3 +69,15 @@ def test_peers_of_another_stage_are_not_ranked_and_a_due_transition_is_the_decis
     assert decision.action == "replace" and decision.donor.policy_idx in (1, 2)  # now ranked with them
     assert member.workspace.latest_record(0).stage == 1 and member.workspace.latest_record(0).stage_frame == 2000
 
+
+
+def test_reset_draws_anew_even_right_after_a_fresh_member_sampled_the_space(tmp_path):
+    pytest.importorskip("torch")
+    space = {LR: {"type": "loguniform", "low": 1e-5, "high": 1e-2}}
+    member = PbtMember(make_cfg(tmp_path / "ws", mutation={}, search_space=space, curriculum_mode="reset"),
+                       tmp_path / "run", [])
+    member.startup()  # samples the space with the generator that started() re-seeds the same way
+    member.started(0)
+    decision = member.iterate(2000, 0.1, {"w": 1}, [])
+    assert decision.reason.startswith("curriculum:") and "drawn from pbt.search_space" in decision.reason
+    assert decision.params_after[LR] != decision.params_before[LR]
