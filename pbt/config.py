@@ -15,6 +15,7 @@ import math
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 
+from pbt.curriculum.config import CurriculumConfig
 from pbt.errors import ConfigError, did_you_mean
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.network import NetworkMutationConfig
@@ -143,6 +144,8 @@ class PbtConfig:
     """The mutation scheme and its change ranges."""
     liveness: LivenessConfig = field(default_factory=LivenessConfig)
     """Heartbeat interval and timeout."""
+    course: CurriculumConfig = field(default_factory=CurriculumConfig)
+    """The curriculum (``pbt.curriculum``, ``pbt.curriculum_mode``; :mod:`pbt.curriculum`)."""
 
     def __post_init__(self) -> None:
         require(self.interval_steps > 0, "interval_steps", self.interval_steps, "> 0")
@@ -200,13 +203,14 @@ class PbtConfig:
             strategies={name: strategy.config_class.from_flat(flat) for name, strategy in STRATEGIES.items()},
             explore=ExploreConfig.from_flat(flat),
             liveness=LivenessConfig.from_flat(flat),
+            course=CurriculumConfig.from_flat(flat),
         )
 
     def to_dict(self) -> Dict[str, Any]:
         """The flat ``pbt`` mapping (plain data, YAML-safe): what :meth:`from_mapping` reads back
         (the selected strategy's keys only, as a composed config has them)."""
         flat = {spec.name: getattr(self, spec.name) for spec in _root_fields()}
-        for section in (self.gates, self.strategies[self.selection], self.explore, self.liveness):
+        for section in (self.gates, self.strategies[self.selection], self.explore, self.liveness, self.course):
             flat.update(section.to_flat())
         return flat
 
@@ -238,7 +242,7 @@ class PbtConfig:
         check_policy_idx(self.policy_idx, self.num_policies)
 
 
-_SECTION_FIELDS = ("gates", "strategies", "explore", "liveness")
+_SECTION_FIELDS = ("gates", "strategies", "explore", "liveness", "course")
 
 
 def _root_fields() -> List["Field[Any]"]:
@@ -249,7 +253,7 @@ def section_classes() -> Dict[str, Type[Section]]:
     """Section name -> its dataclass (a strategy's section is named ``strategies.<name>``)."""
     classes: Dict[str, Type[Section]] = {"gates": SelectionGates}
     classes.update({f"strategies.{name}": strategy.config_class for name, strategy in STRATEGIES.items()})
-    classes.update({"explore": ExploreConfig, "liveness": LivenessConfig})
+    classes.update({"explore": ExploreConfig, "liveness": LivenessConfig, "curriculum": CurriculumConfig})
     return classes
 
 
@@ -335,7 +339,7 @@ def hydra_nodes() -> Dict[str, Dict[str, Any]]:
     ``selection: <name>`` and its settings). ``pbt.resolvers.register_configs`` stores
     them in Hydra's ConfigStore; ``configs/pbt/pbt_default.yaml`` composes them."""
     keys: Dict[str, Any] = {}
-    for cls in (PbtConfig, SelectionGates, ExploreConfig, LivenessConfig):
+    for cls in (PbtConfig, SelectionGates, ExploreConfig, LivenessConfig, CurriculumConfig):
         keys.update({k: v for k, v in key_defaults(cls).items() if k not in _SECTION_FIELDS})
     for name in GROUP_KEYS:
         keys.pop(name, None)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pbt.config import PbtConfig
+from pbt.curriculum.member import curriculum_state, restore_stage, stage_decision
+from pbt.curriculum.stages import Transition, furthest_stage, same_stage
 from pbt.elastic import ElasticPopulation
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.keys import set_by_key
@@ -167,6 +169,8 @@ class PbtMember:
         self.elastic = ElasticPopulation(self.pbt) if self.pbt.elastic else None
         self.params: Dict[str, Any] = current_params(cfg, explore.mutation, explore.search_space)
         warn_zero_valued(self.params, explore)
+        self.configured = dict(self.params)
+        self.curriculum = curriculum_state(self.pbt, cfg, self.params)  # None: no pbt.curriculum
         self.network = NetworkTracker.from_config(self.pbt.explore.network_mutation, cfg)  # None: not evolved
         self.resume_record: Optional[Record] = None
         self.joined_from: Optional[Record] = None  # the donor of the checkpoint it joined from (cfg.checkpoint)
@@ -203,6 +207,9 @@ class PbtMember:
                 self.params = with_fixed_values(
                     self.pbt.explore.search_space, self.params, self.params, self.pbt.policy_idx
                 )
+            if self.curriculum is not None:  # its stage's task settings, before the task is built
+                restore_stage(self.curriculum, self.workspace)
+                self.apply_params(self.curriculum.overrides())
             self.liveness.start()
         except BaseException:
             self.liveness.release()
@@ -322,6 +329,8 @@ class PbtMember:
         self.start_frame = int(frame)
         self.heartbeat(frame)
         self.replaced_at_frame = ([0] + [e.frame for e in self.workspace.read_lineage() if e.action == REPLACE])[-1]
+        if self.curriculum is not None:  # objectives before the stage began are of another task
+            self.replaced_at_frame = max(self.replaced_at_frame, self.curriculum.since)
         self.last_iteration = self.start_frame // self.pbt.interval_steps
         own = self.workspace.latest_record(self.pbt.policy_idx, max_iteration=self.last_iteration)
         self.history = ObjectiveHistory.restored(own, self.replaced_at_frame, self.pbt.interval_steps)
@@ -340,6 +349,14 @@ class PbtMember:
             self.replaced_at_frame = int(frame)
             self.history.forget()
         self.best_interval_objective = None
+
+    def enter_stage(self, transition: Transition) -> None:
+        """The member moves on to the next curriculum stage: objectives measured before it are of
+        another task, so they leave its history and its readiness counts from here."""
+        assert self.curriculum is not None
+        self.curriculum.enter(transition)
+        self.replaced_at_frame = transition.frame
+        self.history.forget()
 
     # -- the iteration ------------------------------------------------------------------------
     def due(self, frame: int) -> bool:
@@ -373,21 +390,30 @@ class PbtMember:
                 self.elastic.note_progress(frame)
                 members = self.elastic.members(peers, statuses).members
                 peers = {i: r for i, r in peers.items() if i in members}
-            refused = self.refusals.now(peers, {i for i, status in statuses.items() if status.state == STALE})
+            ranked, best = peers, peers
+            if self.curriculum is not None:  # only peers in its own stage compare (pbt.curriculum.stages)
+                ranked = same_stage(peers, self.curriculum.stage)
+                best = furthest_stage(peers, len(self.curriculum.stages) - 1)
+            refused = self.refusals.now(ranked, {i for i, status in statuses.items() if status.state == STALE})
             member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
-            decision = decide(
-                member,
-                list(peers.values()),
-                self.pbt,
-                self.rng,
-                refused_donors=refused,
-                members=members,
-                network=self.network,
-            )
-            for idx, why in decision.refused.items():
-                self.refuse_donor(idx, why)
+            transition = None if self.curriculum is None else self.curriculum.check(frame, None if mixed else objective)
+            if transition is not None:  # a stage entry: new task settings, no exploit, no network change
+                assert self.curriculum is not None
+                decision = stage_decision(self.curriculum, transition, self.params, self.configured, self.pbt, self.rng)
+            else:
+                decision = decide(
+                    member,
+                    list(ranked.values()),
+                    self.pbt,
+                    self.rng,
+                    refused_donors=refused,
+                    members=members,
+                    network=self.network,
+                )
+                for idx, why in decision.refused.items():
+                    self.refuse_donor(idx, why)
             self.best_interval_objective = None
-            self.workspace.keep_population_best(peers)
+            self.workspace.keep_population_best(best)
             self.workspace.cleanup(peers)
         return decision
 
@@ -458,6 +484,7 @@ class PbtMember:
             frames_since_replace=frame - self.replaced_at_frame,
             network=network_value(self.network),
             history=Histories(self.history.values, self.intervals.params, self.intervals.gains),
+            stage=None if self.curriculum is None else (self.curriculum.stage, self.curriculum.since),
         )
 
     def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
@@ -533,6 +560,7 @@ class PbtMember:
                 time=now,
                 decided_at=entry.decided_at or now,
                 network=network_value(self.network),
+                stage=None if self.curriculum is None else self.curriculum.stage,
             )
         )
 

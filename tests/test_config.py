@@ -177,7 +177,7 @@ FLAT_KEYS = [
     "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop", "elastic_window", "join",
     "allow_reward_shaping_mutation",
     "pb2_quantile", "pb2_kappa", "pb2_max_data", "mfpbt_frequencies", "mfpbt_sizes",
-    "max_lead", "perturb_probability", "mutate_winners",
+    "max_lead", "perturb_probability", "mutate_winners", "curriculum", "curriculum_mode",
 ]
 
 
@@ -385,7 +385,7 @@ def test_the_group_files_hold_no_defaults_of_their_own() -> None:
     """pbt_default.yaml chooses the nodes and switches PBT on; no_pbt.yaml is pbt_default switched off."""
     default = _load("pbt_default.yaml")
     assert default.pop("defaults") == ["/pbt_keys", {"mutation": "default"}, {"selection": "threshold"},
-                                       {"search_space": None}, "_self_"]
+                                       {"search_space": None}, {"curriculum": None}, "_self_"]
     assert default == {"enabled": True}
     no_pbt = _load("no_pbt.yaml")
     assert no_pbt == {"defaults": ["pbt_default", "_self_"], "enabled": False}

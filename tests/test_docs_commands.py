@@ -58,6 +58,7 @@ ACCOUNTS: List[Tuple[str, str, str]] = [
     ("docs/guides/selection.md", r"python -m pbt\.train task=(Pendulum|Reacher) pbt=pbt_default pbt/selection=", HERE),
     ("docs/guides/network.md", r"python -m pbt\.train task=Reacher pbt=pbt_default pbt/mutation=agilerl", HERE),
     ("docs/guides/network.md", r"python -m pbt\.train task=Pendulum train=PendulumTRPO task\.env\.observeVelocity=False", "tests/test_readme_examples.py::test_recurrent_network_evolution_as_printed"),
+    ("docs/guides/curriculum.md", r"python -m pbt\.train task=Reacher pbt=pbt_default pbt/curriculum=reacher_goal", "tests/test_readme_examples.py::test_curriculum_example_as_printed"),
     ("docs/guides/trpo.md", r"(python -m pbt\.train|torchrun) ", HERE),
     ("docs/coming-from/agilerl.md", r"python -m pbt\.train task=Reacher", HERE),
     ("docs/coming-from/ray-tune.md", r"python -m pbt\.train task=Pendulum", HERE),

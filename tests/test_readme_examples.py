@@ -29,6 +29,7 @@ PAGES = {
     "Configuration reference": "reference/configuration-overview.md",
     "TRPO learner": "guides/trpo.md",
     "Evolving the network: `pbt/mutation=agilerl`": "guides/network.md",
+    "PBT across a curriculum: `pbt/curriculum=<name>`": "guides/curriculum.md",
 }
 
 
@@ -196,3 +197,31 @@ def test_recurrent_network_evolution_as_printed(tmp_path: Path) -> None:
         assert startup.mode == "startup", outputs[idx][-2000:]
         assert {k: startup.network[k] for k in ("rnn", "rnn_units", "rnn_layers")} == \
             {"rnn": "lstm", "rnn_units": 16, "rnn_layers": 1}, outputs[idx][-2000:]
+
+
+def test_curriculum_example_as_printed(tmp_path: Path) -> None:
+    """README "PBT across a curriculum": 2 members move through the 3 Reacher stages in place,
+    with hyperparameters redrawn at each stage (reset); status shows the stage."""
+    command = readme_command("PBT across a curriculum: `pbt/curriculum=<name>`", "pbt/curriculum=reacher_goal")
+    workspace = tmp_path / "pbt_curriculum"
+    procs = []
+    for idx in range(2):
+        argv = as_argv(command, {"pbt.policy_idx": idx, "pbt.workspace": workspace})
+        log = (tmp_path / f"member{idx}.log").open("w")
+        procs.append((subprocess.Popen(argv, cwd=str(tmp_path), env=worker_env(), stdout=log,
+                                       stderr=subprocess.STDOUT), log))
+    for proc, log in procs:
+        proc.wait(timeout=900)
+        log.close()
+    for idx, (proc, _) in enumerate(procs):
+        assert proc.returncode == 0, (tmp_path / f"member{idx}.log").read_text()[-3000:]
+    reader = WorkspaceReader(workspace, 2)
+    for idx in range(2):
+        moves = [e for e in reader.read_lineage(idx) if e.reason.startswith("curriculum:")]
+        assert [e.stage for e in moves] == [1, 2] and all(e.mode == "inplace" for e in moves), moves
+        assert all("hyperparameters reset: drawn from pbt.search_space" in e.reason for e in moves)
+        assert all(e.params_after != e.params_before for e in moves)
+        assert reader.latest_record(idx).stage == 2
+    status = subprocess.run([sys.executable, "-m", "pbt.status", str(workspace)], env=worker_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0 and "stage" in status.stdout, status.stdout + status.stderr

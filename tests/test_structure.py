@@ -192,6 +192,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("tasks", ("pbt.tasks.*",)),
     ("member", ("pbt.member", "pbt.restart", "pbt.pacing", "pbt.elastic", "pbt.objective")),
     ("config", ("pbt.config", "pbt.resolvers", "pbt.groups")),
+    ("curriculum", ("pbt.curriculum.*",)),
     ("selection", ("pbt.selection.*",)),
     ("mutation", ("pbt.mutation.*",)),
     ("storage", ("pbt.storage.*",)),

@@ -77,6 +77,8 @@ def _follower_rank(cfg: Dict[str, Any]) -> bool:
     restart = sorted(k for k in keys if k not in inplace)
     if explore.network_mutation is not None:
         restart.append("pbt.network_mutation (rank 0 alone would change its architecture)")
+    if cfg["pbt"].get("curriculum"):
+        restart.append("pbt.curriculum (rank 0 alone would change its task)")
     if restart or cfg["pbt"].get("restart_mode") == "exec":
         raise ConfigError(
             f"a multi-process member (multi_gpu=True) can only change hyperparameters in place, but "
@@ -107,6 +109,12 @@ class WorkerObserver(AlgoObserver):
 
     def prepare(self) -> Dict[str, Any]:
         """Start-up work that may change the config before the task and agent are built."""
+        if self.cfg.get("pbt", {}).get("curriculum") and not self.cfg["pbt"].get("enabled"):
+            raise ConfigError(
+                "pbt.curriculum is set but PBT is off (pbt=no_pbt): the PBT member is what moves a run through "
+                "the stages. Use pbt=pbt_default (with pbt.start_after beyond max_frames for a population that "
+                "never exploits), or drop pbt/curriculum."
+            )
         if self.cfg.get("pbt", {}).get("enabled") and _follower_rank(self.cfg):
             # A multi-process member: rank 0 runs PBT and writes; its decisions reach this rank through
             # the learner (pbt/rl_games/trpo/spmd.py).

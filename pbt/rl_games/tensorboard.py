@@ -29,6 +29,7 @@ import statistics
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
+from pbt.curriculum.stages import same_stage
 from pbt.errors import ConfigError, PbtError
 from pbt.keys import short_keys
 from pbt.storage.lineage import LineageEntry
@@ -130,6 +131,13 @@ class PbtScalars:
         self._add("restarts", float(sum(1 for e in lineage if e.is_exploit)), frame, written)
         donor = current.donor if current is not None and current.action == "replace" else None
         self._add("replaced_by", float(donor) if donor is not None else -1.0, frame, written)
+        stage = current.stage if current is not None and current.stage is not None else None
+        if stage is None and own is not None:
+            stage = own.stage
+        if stage is not None:  # a curriculum: its stage, and the population of its stage (others do not compare)
+            self._add("curriculum_stage", float(stage), frame, written)
+            if own is not None and own.stage is not None:
+                records = same_stage(records, own.stage)
         objectives = [float(r.objective) for r in records.values() if r.objective is not None and r.has_objective]
         if objectives:
             self._add("population_best", max(objectives), frame, written)

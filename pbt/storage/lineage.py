@@ -59,6 +59,19 @@ def _opt_int(value: Any) -> Optional[int]:
     return value
 
 
+MAX_STAGE = 63
+"""The highest curriculum stage a lineage line may name (:data:`pbt.curriculum.MAX_STAGES` - 1)."""
+
+
+def _stage(value: Any) -> Optional[int]:
+    """A curriculum stage: None when absent; an int in 0..MAX_STAGE, else ValueError (line refused)."""
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= MAX_STAGE:
+        raise ValueError(f"stage must be an int in 0..{MAX_STAGE}, got {value!r:.40}")
+    return value
+
+
 def _params(value: Any) -> Dict[str, Any]:
     """Hyperparameters as written (lenient on types); an int too large for a float anywhere in them
     raises ValueError: the line is refused (the tools plot these values)."""
@@ -111,6 +124,9 @@ class LineageEntry:
     network: Optional[Dict[str, Any]] = None
     """The network in force after the event (units, activation, parameters) when members evolve it
     (``pbt/mutation=agilerl``); None otherwise."""
+    stage: Optional[int] = None
+    """The member's curriculum stage after the event (``pbt.curriculum``); None without a curriculum
+    (and in older lineages)."""
 
     @property
     def is_startup(self) -> bool:
@@ -132,7 +148,10 @@ class LineageEntry:
         }
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["stage"] is None:  # without a curriculum the lines stay as before it
+            del data["stage"]
+        return data
 
     def to_json_line(self) -> bytes:
         """One line of ``lineage.jsonl`` (NaN/inf as JSON's NaN/Infinity extension)."""
@@ -160,6 +179,7 @@ class LineageEntry:
             time=_time(data.get("time")),
             decided_at=_time(data.get("decided_at")),
             network=_params(data.get("network")) or None,
+            stage=_stage(data.get("stage")),
         )
 
 

@@ -99,6 +99,11 @@ class Record:
     measured on this member's weights; none for the interval after a weight replacement), the
     newest MAX_GAINS, across weight replacements. Optional on disk: older records have none (then
     the changes within ``history`` are used)."""
+    stage: Optional[int] = None
+    """The curriculum stage the member trained in (``pbt.curriculum``, 0-based); None without a
+    curriculum (and in older records: stage 0)."""
+    stage_frame: Optional[int] = None
+    """The frame at which the member entered ``stage``; None without a curriculum."""
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
@@ -109,6 +114,9 @@ class Record:
             if value:
                 data[name] = {str(k): (dict(v) if isinstance(v, dict) else v) for k, v in sorted(value.items())}
             else:
+                del data[name]
+        for name in ("stage", "stage_frame"):  # without a curriculum the format stays as before it
+            if data[name] is None:
                 del data[name]
         return data
 
@@ -139,6 +147,8 @@ class Record:
                 history=_history(data.get("history")),
                 param_history=_param_history(data.get("param_history")),
                 gains=_gains(data.get("gains")),
+                stage=_optional_int(data, "stage", MAX_STAGES),
+                stage_frame=_optional_int(data, "stage_frame", MAX_COUNT),
             )
         except KeyError as exc:
             raise CorruptRecordError(f"{source}: not a valid PBT record (missing {exc})") from exc
@@ -151,7 +161,14 @@ class Record:
         return is_sample(self.objective)
 
 
-_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {"network", "history", "param_history", "gains"}  # optional
+_RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {
+    "network",
+    "history",
+    "param_history",
+    "gains",
+    "stage",
+    "stage_frame",
+}  # optional
 
 
 MAX_POLICY_IDX = 1_000_000
@@ -190,6 +207,8 @@ MAX_PARAM_HISTORY = 64
 record reader allows MAX_RECORD_BRACKETS brackets in all)."""
 MAX_GAINS = 256
 """A record keeps at most this many intervals' objective changes."""
+MAX_STAGES = 64
+"""A record's curriculum stage lies in 0 .. MAX_STAGES-1 (:data:`pbt.curriculum.MAX_STAGES`)."""
 
 
 def _int_field(data: Mapping[str, Any], key: str, limit: int, default: Optional[int] = None) -> int:
@@ -197,6 +216,13 @@ def _int_field(data: Mapping[str, Any], key: str, limit: int, default: Optional[
     if type(value) is not int or not 0 <= value < limit:
         raise ValueError(f"{key} must be an int in 0..{limit - 1}, got {value!r:.80}")
     return value
+
+
+def _optional_int(data: Mapping[str, Any], key: str, limit: int) -> Optional[int]:
+    """An optional int field: absent or null is None; else an int in 0..limit-1."""
+    if data.get(key) is None:
+        return None
+    return _int_field(data, key, limit)
 
 
 def _str_field(data: Mapping[str, Any], key: str, limit: int) -> str:

@@ -13,7 +13,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.storage.backend import Refused, Store, ensure_dir, remove_stale_temps
@@ -157,6 +157,7 @@ class Workspace(WorkspaceReader):
         frames_since_replace: int = 0,
         network: Optional[Mapping[str, Any]] = None,
         history: Histories = NO_HISTORY,
+        stage: Optional[Tuple[int, int]] = None,
     ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(
@@ -169,6 +170,7 @@ class Workspace(WorkspaceReader):
             frames_since_replace,
             network,
             history,
+            stage,
         )
 
     def publish(
@@ -182,9 +184,11 @@ class Workspace(WorkspaceReader):
         frames_since_replace: int = 0,
         network: Optional[Mapping[str, Any]] = None,
         history: Histories = NO_HISTORY,
+        stage: Optional[Tuple[int, int]] = None,
     ) -> Record:
         """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``
-        (``history``: what the record carries about the member's past, :class:`Histories`)."""
+        (``history``: what the record carries about the member's past, :class:`Histories`;
+        ``stage``: (curriculum stage, frame it was entered) with a curriculum)."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -215,6 +219,8 @@ class Workspace(WorkspaceReader):
                 for i, p in sorted(history.params.items())[-MAX_PARAM_HISTORY:]
             },
             gains={int(i): float(g) for i, g in sorted(history.gains.items())[-MAX_GAINS:] if math.isfinite(g)},
+            stage=None if stage is None else int(stage[0]),
+            stage_frame=None if stage is None else int(stage[1]),
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"

@@ -66,6 +66,7 @@ class Reacher(VecTask):
     default_episode_length = 200
     reward_shaping_keys = ("task.env.actionCost",)
     reports_true_objective = True
+    live_env = {"goalRadius": "goal_radius", "goalMinRadius": "goal_min_radius", "goalMaxRadius": "goal_max_radius"}
 
     def __init__(
         self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
@@ -88,12 +89,7 @@ class Reacher(VecTask):
         self.goal_min_radius = float(e.get("goalMinRadius", 0.05))
         self.goal_max_radius = float(e.get("goalMaxRadius", 0.35))
         self.action_cost = float(e.get("actionCost", 0.05))
-        reach = self.l1 + self.l2
-        if not 0.0 <= self.goal_min_radius <= self.goal_max_radius <= reach:
-            raise ConfigError(
-                f"Reacher goal annulus [{self.goal_min_radius}, {self.goal_max_radius}] must lie within the "
-                f"arm's reach [0, {reach}]. Set env.goalMinRadius <= env.goalMaxRadius <= length1 + length2."
-            )
+        self.check_env()
         # Constant parts of the mass matrix (uniform rods, centre of mass at half length).
         c1, c2 = self.l1 / 2.0, self.l2 / 2.0
         i1, i2 = self.m1 * self.l1**2 / 12.0, self.m2 * self.l2**2 / 12.0
@@ -107,6 +103,19 @@ class Reacher(VecTask):
         self.goal = torch.zeros((n, 2), device=dev)
         self.in_goal_steps = torch.zeros(n, device=dev)
         self.episode_start = torch.zeros(n, dtype=torch.long, device=dev)
+
+    def check_env(self) -> None:
+        reach = self.l1 + self.l2
+        if not 0.0 <= self.goal_min_radius <= self.goal_max_radius <= reach:
+            raise ConfigError(
+                f"Reacher goal annulus [{self.goal_min_radius}, {self.goal_max_radius}] must lie within the "
+                f"arm's reach [0, {reach}]. Set env.goalMinRadius <= env.goalMaxRadius <= length1 + length2."
+            )
+        if not 0.0 < self.goal_radius <= 2 * reach:
+            raise ConfigError(
+                f"Reacher env.goalRadius must be in (0, {2 * reach}] (twice the arm's reach: any larger disc holds "
+                f"every fingertip position), got {self.goal_radius}."
+            )
 
     # -- physics ------------------------------------------------------------------------------------
     def mass_matrix(self) -> Tensor:

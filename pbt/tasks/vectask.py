@@ -15,7 +15,8 @@ the state one control step) and ``_compute(actions) -> (reward, terminated)``, a
 ``obs_buf`` in ``_observe()``. Everything runs on ``device``; no Python loop over envs.
 """
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+import functools
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import torch
 
@@ -38,6 +39,9 @@ class VecTask:
     reward_shaping_keys: Tuple[str, ...] = ()
     #: True when ``extras["true_objective"]`` is reported (PBT's default objective is then not the reward).
     reports_true_objective: bool = False
+    #: ``env.<key>`` -> the float attribute holding it, for keys the task reads at every step or reset:
+    #: PBT and a curriculum (pbt.curriculum) change them in the running task, without a restart.
+    live_env: Mapping[str, str] = {}
 
     def __init__(
         self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
@@ -123,6 +127,18 @@ class VecTask:
         rl = self.rl_device
         extras = {k: v.to(rl) for k, v in self.extras.items()}
         return {"obs": self.obs_buf.to(rl)}, self.rew_buf.to(rl), done.to(rl), extras
+
+    def live_setters(self) -> Dict[str, Callable[[Any], None]]:
+        """Setters of the ``live_env`` keys by full config key (``task.env.goalRadius``)."""
+        return {f"task.env.{key}": functools.partial(self._set_live, key) for key in self.live_env}
+
+    def _set_live(self, key: str, value: Any) -> None:
+        setattr(self, self.live_env[key], float(value))
+        self.env_cfg[key] = value
+        self.check_env()
+
+    def check_env(self) -> None:
+        """Check the env settings (after construction and after a live change); ConfigError if they do not fit."""
 
     # -- to implement ---------------------------------------------------------------------------
     def _reset_idx(self, env_ids: Tensor) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from pbt.config import _SECTION_FIELDS, GROUP_KEYS, STRATEGY_ONLY_GATES, LivenessConfig, PbtConfig, key_defaults
+from pbt.curriculum.config import CurriculumConfig
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.network import NetworkMutationConfig
 from pbt.rl_games.trpo.settings import TrpoSettings
@@ -136,6 +137,12 @@ def sections() -> List[Tuple[str, str, List[str]]]:
             table("pbt.network_mutation.", NetworkMutationConfig),
         ),
         ("Heartbeats (`pbt.*`)", "", table("pbt.", LivenessConfig)),
+        (
+            "Curriculum (`pbt/curriculum=<name>`)",
+            "Stages of task settings the members move through (a file in `configs/pbt/curriculum/`); "
+            "members are ranked only within their stage. Guide: docs/guides/curriculum.md.",
+            table("pbt.", CurriculumConfig, defaults={"curriculum": "`[]` (none)"}),
+        ),
         (
             "TRPO learner (`train=<task>TRPO`)",
             "Keys of `train.params.config` read by the TRPO learner only; under another learner they fail at start-up.",

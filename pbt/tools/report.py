@@ -193,6 +193,25 @@ def network_rows(snapshot: Snapshot) -> List[List[str]]:
     return rows
 
 
+STAGE_COLUMNS = ["policy", "frame", "iteration", "stage", "mode", "reason"]
+
+
+def stage_rows(snapshot: Snapshot) -> List[List[str]]:
+    """Each member's curriculum stage whenever it changed (``pbt.curriculum``); empty otherwise."""
+    rows: List[List[str]] = []
+    for view in snapshot.members:
+        last = None
+        for entry in view.lineage:
+            if entry.stage is None or entry.stage == last:
+                continue
+            mode = "startup" if entry.is_startup else display_value(entry.mode)
+            rows.append(
+                [str(view.policy_idx), str(entry.frame), str(entry.iteration), str(entry.stage), mode, entry.reason]
+            )
+            last = entry.stage
+    return rows
+
+
 def write_report(
     snapshot: Snapshot, out: Path, best: "Optional[BestExport]", images: Sequence[str]
 ) -> Tuple[Path, Path]:
@@ -204,6 +223,10 @@ def write_report(
     names = short_keys(keys)
     events = lineage_events(snapshot)
     members = [member_row(m, names) for m in snapshot.members]
+    member_columns = list(MEMBER_COLUMNS)
+    if any(m.stage is not None for m in snapshot.members):  # a curriculum: each member's stage now
+        member_columns.insert(member_columns.index("objective"), "stage")
+        members = [row[:3] + [display_value(m.stage)] + row[3:] for row, m in zip(members, snapshot.members)]
     event_rows = [event_row(e, names) for e in events]
     generated = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     title = f"PBT report: {resolved(snapshot.root)}"
@@ -218,7 +241,7 @@ def write_report(
     md += [
         "## Members",
         "",
-        *md_table(MEMBER_COLUMNS, members),
+        *md_table(member_columns, members),
         "",
         "## Lineage events",
         "",
@@ -237,6 +260,16 @@ def write_report(
             *md_table(NETWORK_COLUMNS, networks),
             "",
         ]
+    stages = stage_rows(snapshot)
+    if stages:
+        md += [
+            "## Curriculum stages",
+            "",
+            "Each member's curriculum stage whenever it changed; members are ranked only within their stage.",
+            "",
+            *md_table(STAGE_COLUMNS, stages),
+            "",
+        ]
     md_path = out / "report.md"
     atomic_write_bytes(md_path, "\n".join(md).encode("utf-8"))
 
@@ -247,9 +280,10 @@ def write_report(
         f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p>",
         f"<h2>Best member</h2>{best_html}",
         "<h2>Plots</h2>" + "".join(f"<p><img src='{html.escape(i)}' alt='{html.escape(i)}'></p>" for i in images),
-        f"<h2>Members</h2>{html_table(MEMBER_COLUMNS, members)}",
+        f"<h2>Members</h2>{html_table(member_columns, members)}",
         f"<h2>Lineage events</h2>{lines_html([LINEAGE_NOTE])}{html_table(EVENT_COLUMNS, event_rows)}",
         f"<h2>Networks</h2>{html_table(NETWORK_COLUMNS, networks)}" if networks else "",
+        f"<h2>Curriculum stages</h2>{html_table(STAGE_COLUMNS, stages)}" if stages else "",
         "</body></html>",
     ]
     html_path = out / "report.html"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Union
 
 from pbt.config import LivenessConfig
+from pbt.curriculum.stages import record_stage
 from pbt.errors import PbtError, WorkspaceError
 from pbt.storage import LineageEntry, Record, WorkspaceReader
 from pbt.storage.bounds import is_future
@@ -48,7 +49,18 @@ class MemberView:
     heartbeat: Optional[Beat] = None
     """Its heartbeat, when present and readable."""
     rank: Optional[int] = None
-    """1 = the best objective among members with a known objective."""
+    """1 = the best objective among members with a known objective (in its record's curriculum
+    stage, with a curriculum: objectives of different stages do not compare)."""
+
+    @property
+    def stage(self) -> Optional[int]:
+        """Its curriculum stage now: its last lineage entry's (a transition is logged before its
+        next record), else its record's; None without a curriculum."""
+        last = self.last_event
+        if last is not None and last.stage is not None:
+            if self.record is None or self.record.stage is None or last.iteration >= self.record.iteration:
+                return last.stage
+        return None if self.record is None else self.record.stage
 
     @property
     def objective(self) -> Optional[float]:
@@ -143,8 +155,8 @@ class Snapshot:
 
     @property
     def best(self) -> Optional[MemberView]:
-        ranked = [(m.rank, m) for m in self.members if m.rank is not None]
-        return min(ranked, key=lambda pair: pair[0])[1] if ranked else None
+        ranked = [(m.rank, -record_stage(m.record), m) for m in self.members if m.rank is not None and m.record]
+        return min(ranked, key=lambda entry: entry[:2])[2] if ranked else None  # the furthest stage's first
 
     def member(self, policy_idx: int) -> Optional[MemberView]:
         for view in self.members:
@@ -230,8 +242,9 @@ def read_snapshot(root: PathLike) -> Snapshot:
         reader = open_reader(path)
         with reader.store.scan():  # one listing on an object store
             members = [_read_member(reader, idx, skipped) for idx in reader.member_indices()]
-    scored = [(m.objective, m) for m in members if m.objective is not None]
+    scored = [(m.objective, m) for m in members if m.objective is not None and m.record is not None]
     known = [m for _, m in sorted(scored, key=lambda pair: (-pair[0], pair[1].policy_idx))]
-    for rank, view in enumerate(known, start=1):
-        view.rank = rank
+    for stage in sorted({record_stage(m.record) for m in known if m.record is not None}):  # ranked within a stage
+        for rank, view in enumerate((m for m in known if m.record is not None and record_stage(m.record) == stage), 1):
+            view.rank = rank
     return Snapshot(path, members, time.time(), list(skipped))

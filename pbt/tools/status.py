@@ -122,6 +122,8 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
         columns = [c for c in columns if c[0] not in ("iter", "donor")]
     if any(_subpopulation(view) for view in snapshot.members):  # pbt/selection=mfpbt
         columns.insert(columns.index(("last action", "left")), ("sub-pop", "left"))
+    if any(view.stage is not None for view in snapshot.members):  # a curriculum (pbt.curriculum)
+        columns.insert(columns.index(("objective", "right")), ("stage", "right"))
     if any(_network(view) for view in snapshot.members):  # evolved networks (pbt/mutation=agilerl)
         columns.insert(columns.index(("last action", "left")), ("network", "left"))
     for header, justify in columns:
@@ -147,6 +149,7 @@ def build_table(snapshot: Snapshot, stale_after: float = DEFAULT_STALE_AFTER, wi
             "last action": _describe_action(view.last_event),
             "donor": _describe_donor(view.last_replace),
             "network": _network(view),
+            "stage": display_value(view.stage),
             "sub-pop": _subpopulation(view),
         }
         if not wide and view.last_replace is not None and view.last_replace is not view.last_event:

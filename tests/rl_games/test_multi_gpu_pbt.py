@@ -48,13 +48,16 @@ def test_ppo_with_multi_gpu_is_refused_under_pbt(algo: str, monkeypatch: pytest.
             _follower_rank(cfg)
 
 
-@pytest.mark.parametrize("rebuild", ["search space", "network mutation", "restart_mode"])
+@pytest.mark.parametrize("rebuild", ["search space", "network mutation", "restart_mode", "curriculum"])
 def test_trpo_with_multi_gpu_is_refused_when_a_member_could_be_rebuilt(rebuild: str) -> None:
     cfg = compose(TRPO)
     assert _follower_rank(cfg) is False  # rank 0, in-place keys only: accepted
     if rebuild == "search space":
         cfg["pbt"]["search_space"] = {"train.params.config.horizon_length": {"type": "choice", "values": [16, 32]}}
         match = "train.params.config.horizon_length would rebuild or restart it"
+    elif rebuild == "curriculum":
+        cfg["pbt"]["curriculum"] = [{"task": {"task.env.maxTorque": 1.0}, "frames": 10}, {"task": {}}]
+        match = "pbt.curriculum"
     elif rebuild == "network mutation":
         cfg["pbt"]["network_mutation"] = network_mutation()
         match = "pbt.network_mutation"
@@ -68,3 +71,13 @@ def test_trpo_with_multi_gpu_is_refused_when_a_member_could_be_rebuilt(rebuild: 
 def test_a_trpo_follower_rank_is_told_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "1")
     assert _follower_rank(compose(TRPO)) is True
+
+
+def test_a_curriculum_without_pbt_is_refused() -> None:
+    from pbt.rl_games.observer import WorkerObserver
+
+    cfg = compose([])
+    cfg["pbt"]["enabled"] = False
+    cfg["pbt"]["curriculum"] = [{"task": {"task.env.maxTorque": 1.0}, "frames": 10}, {"task": {}}]
+    with pytest.raises(ConfigError, match="PBT is off.*pbt=pbt_default"):
+        WorkerObserver(cfg).prepare()

@@ -183,3 +183,18 @@ def test_wandb_off_or_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb raises ImportError
     with pytest.raises(ConfigError, match="pip install wandb"):
         start_wandb(worker_cfg(0))
+
+
+def test_a_curriculum_member_logs_its_stage_and_ranks_within_it() -> None:
+    import dataclasses
+
+    writer = FakeWriter()
+    own = dataclasses.replace(record(1, 0.3, {LR: 1e-3}), stage=1, stage_frame=200)
+    records = {1: own, 0: dataclasses.replace(record(0, 0.9, {LR: 1e-3}), stage=0),
+               2: dataclasses.replace(record(2, 0.5, {LR: 1e-3}), stage=1)}
+    moved = dataclasses.replace(event("mutate", 3, after={LR: 1e-3}), stage=2)
+    written = PbtScalars(writer).log_iteration(300, own, records, [moved])
+    assert written["pbt/curriculum_stage"] == 2.0  # the stage it just entered
+    assert written["pbt/population_best"] == 0.5 and written["pbt/rank"] == 2.0  # stage 1 only
+    plain = PbtScalars(FakeWriter()).log_iteration(300, record(1, 0.3, {LR: 1e-3}), {1: record(1, 0.3, {LR: 1e-3})}, [])
+    assert "pbt/curriculum_stage" not in plain

@@ -475,3 +475,20 @@ def test_runs_on_cuda(cls: Type[VecTask]) -> None:
 def test_unknown_integrator_names_the_valid_ones(cls):
     with pytest.raises(ConfigError, match=r"unknown integrator 'euler'\. Set env\.integrator=.*rk4"):
         make(cls, num_envs=2, integrator="euler")
+
+
+def test_reacher_goal_radii_change_in_the_running_task() -> None:
+    """The setters a curriculum uses in place: the next step rewards with the new radius; an
+    annulus outside the arm's reach is refused."""
+    from pbt.errors import ConfigError
+    from pbt.tasks.reacher import Reacher
+
+    task = Reacher({"env": {"numEnvs": 4, "goalRadius": 0.03}, "seed": 1})
+    task.reset()
+    setters = task.live_setters()
+    assert sorted(setters) == ["task.env.goalMaxRadius", "task.env.goalMinRadius", "task.env.goalRadius"]
+    setters["task.env.goalRadius"](0.8)  # twice the reach: every fingertip is inside
+    _, reward, _, _ = task.step(torch.zeros(4, 2))
+    assert task.goal_radius == 0.8 and bool((reward == 1.0).all())
+    with pytest.raises(ConfigError, match="goalMinRadius <= env.goalMaxRadius"):
+        setters["task.env.goalMaxRadius"](0.9)
