@@ -491,39 +491,6 @@ class PbtMember:
         """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""
         return self.peer_watch.check(now)
 
-    def plan_restart(self, decision: Decision, frame: int, epoch: int) -> Optional[RestartPlan]:
-        """Copy the checkpoint to restart from into the run dir and build the new argv.
-
-        Returns None (and the member keeps training as it is) when the donor's checkpoint vanished
-        or is damaged: peers delete old files at any time.
-        """
-        if decision.action == KEEP:
-            return None
-        dest = self.run_dir / RESTART_CHECKPOINT
-        source = decision.donor if decision.action == REPLACE else None
-        try:
-            if source is None:
-                own = self.workspace.latest_record(self.pbt.policy_idx, max_iteration=self.last_iteration)
-                if own is None:
-                    raise CorruptRecordError(f"own record of iteration {self.last_iteration} is gone")
-                source = own
-            self.workspace.export_checkpoint(source, None, dest, frame=frame, epoch=epoch)
-        except (CorruptRecordError, WorkspaceError) as exc:
-            log.warning(
-                "PBT policy %d: cannot restart from %s's checkpoint (%s); keeping current weights",
-                self.pbt.policy_idx,
-                "its own" if source is None else f"policy {source.policy_idx}",
-                exc,
-            )
-            return None
-        overrides: Dict[str, Any] = dict(decision.params_after)
-        if decision.network is not None:  # the network it trains next
-            overrides.update(decision.network.after.overrides())
-        else:
-            overrides.update(network_overrides(self.network))
-        overrides["experiment"] = self.cfg["experiment"]
-        return RestartPlan(dest, build_restart_argv(self.argv, overrides, str(dest)))
-
     def entry(
         self,
         action: str,
@@ -603,6 +570,40 @@ class PbtMember:
     def flush_lineage(self) -> bool:
         """Append the pending lineage entries; True when nothing is pending."""
         return self.lineage.flush()
+
+
+def plan_restart(member: "PbtMember", decision: Decision, frame: int, epoch: int) -> Optional[RestartPlan]:
+    """Copy the checkpoint ``member`` restarts from into its run dir and build the new argv.
+
+    Returns None (and the member keeps training as it is) when the donor's checkpoint vanished
+    or is damaged: peers delete old files at any time.
+    """
+    if decision.action == KEEP:
+        return None
+    dest = member.run_dir / RESTART_CHECKPOINT
+    source = decision.donor if decision.action == REPLACE else None
+    try:
+        if source is None:
+            own = member.workspace.latest_record(member.pbt.policy_idx, max_iteration=member.last_iteration)
+            if own is None:
+                raise CorruptRecordError(f"own record of iteration {member.last_iteration} is gone")
+            source = own
+        member.workspace.export_checkpoint(source, None, dest, frame=frame, epoch=epoch)
+    except (CorruptRecordError, WorkspaceError) as exc:
+        log.warning(
+            "PBT policy %d: cannot restart from %s's checkpoint (%s); keeping current weights",
+            member.pbt.policy_idx,
+            "its own" if source is None else f"policy {source.policy_idx}",
+            exc,
+        )
+        return None
+    overrides: Dict[str, Any] = dict(decision.params_after)
+    if decision.network is not None:  # the network it trains next
+        overrides.update(decision.network.after.overrides())
+    else:
+        overrides.update(network_overrides(member.network))
+    overrides["experiment"] = member.cfg["experiment"]
+    return RestartPlan(dest, build_restart_argv(member.argv, overrides, str(dest)))
 
 
 class DonorRefusals:

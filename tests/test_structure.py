@@ -233,5 +233,5 @@ def test_the_layer_table_is_the_documented_one() -> None:
 
 
 def test_layer_of_reads_packages_and_modules() -> None:
-    assert layer_of("pbt.storage.record") == [9] and layer_of("pbt.member") == [5] and layer_of("pbt") == [0]
-    assert layer_of("pbt.storage") == [9] and layer_of("pbt.storageX") == []
+    assert layer_of("pbt.storage.record") == [10] and layer_of("pbt.member") == [5] and layer_of("pbt") == [0]
+    assert layer_of("pbt.storage") == [10] and layer_of("pbt.storageX") == []

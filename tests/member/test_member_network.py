@@ -9,7 +9,7 @@ from typing import Any, Dict
 import pytest
 
 from pbt.errors import ConfigError
-from pbt.member import Outcome, PbtMember
+from pbt.member import Outcome, PbtMember, plan_restart
 from pbt.mutation.network import NetworkSpec
 from pbt.selection import KEEP, MUTATE, REPLACE
 from pbt.storage import Workspace
@@ -76,7 +76,7 @@ def test_the_explore_step_starts_from_the_donors_network(tmp_path: Any, kind: st
     else:  # one kind per step: a network kind leaves the hyperparameters unmutated
         assert decision.params_after in unmutated
         assert change.changes_network == (kind == "architecture")
-    plan = member.plan_restart(decision, 1000, 1)
+    plan = plan_restart(member, decision, 1000, 1)
     assert plan is None or f"train.params.network.mlp.units={list(change.after.units)}".replace(" ", "") in plan.argv
     outcome = Outcome(decision.action, decision.reason, decision.params_after, "inplace", network=change, parameters=99)
     member.record(decision, outcome, 1000, -5.0, decided_at=1.0)  # the record step adopts what was carried out

@@ -94,7 +94,7 @@ def test_no_exploit_on_the_last_epoch(monkeypatch):
     logged, acted = [], []
     algo = SimpleNamespace(get_full_state_weights=lambda: {}, epoch_num=7, frame=100,
                            model=SimpleNamespace(state_dict=lambda: {}))
-    member = SimpleNamespace(try_iterate=lambda *a: decision,
+    member = SimpleNamespace(try_iterate=lambda *a: decision, curriculum=None,
                              record=lambda d, outcome, *a: logged.append((outcome.action, outcome.reason)))
     exploiter = Exploiter(member, ContinuousPpoAdapter(algo),  # type: ignore[arg-type]
                           score=SimpleNamespace(recent=[], mixed=False))  # type: ignore[arg-type]
