@@ -5,11 +5,8 @@
 #   ISAACLAB_VENV   the venv (default ${TMPDIR:-/tmp}/pbt-isaaclab-venv; reused when it has isaaclab 3.0.0)
 #   PY312           the Python 3.12 to create it with (default: pyenv's 3.12, else python3.12)
 #   WARP_CACHE_PATH Warp's kernel cache (default: inside the venv, so kernels compile once, ~35 s)
-# Extra arguments go to pytest (e.g. -k single); `--prepare` alone builds the venv and installs the
-# project, then stops (.ci/run prepares it in the background while the main tiers run).
+# Extra arguments go to pytest (e.g. -k single).
 set -euo pipefail
-PREPARE=0
-if [ "${1:-}" = "--prepare" ]; then PREPARE=1; shift; fi
 cd "$(dirname "$0")/.."
 PY312="${PY312:-}"
 if [ -z "$PY312" ]; then
@@ -37,7 +34,6 @@ fi
 "$PY" -c "import sys; assert sys.version_info[:2] == (3, 12), sys.version"
 # The project itself (editable: the tests run this checkout), with its test extra.
 pip_install -e ".[test]"
-if [ "$PREPARE" = 1 ]; then echo "isaaclab venv ready: $VENV"; exit 0; fi
 
 export WARP_CACHE_PATH="${WARP_CACHE_PATH:-$VENV/warp-cache}"
 SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/pbt-isaaclab.XXXXXX")"

@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # The torch-free core (config, mutation, selection, workspace records, restart, launcher) on
 # Python 3.8, Isaac Gym's Python: a throwaway venv with pytest, pyyaml and hypothesis only.
-# Extra arguments go to pytest; `--prepare` alone makes the venv, then stops.
+# Extra arguments go to pytest.
 set -euo pipefail
-PREPARE=0
-if [ "${1:-}" = "--prepare" ]; then PREPARE=1; shift; fi
 cd "$(dirname "$0")/.."
 PY38="${PY38:-}"
 if [ -z "$PY38" ]; then
@@ -21,7 +19,6 @@ VENV="${VENV38:-${TMPDIR:-/tmp}/pbt-py38-venv}"
 [ -x "$VENV/bin/python" ] || "$PY38" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet pytest pyyaml hypothesis
 "$VENV/bin/python" -c "import sys; assert sys.version_info[:2] == (3, 8), sys.version"
-if [ "$PREPARE" = 1 ]; then echo "python 3.8 venv ready: $VENV"; exit 0; fi
 # The tests marked core (tests/tiers.py applies the marker: the module imports only the standard
 # library, pytest, PyYAML and hypothesis, and the test starts no training, S3, Slurm or Isaac Lab
 # process); without torch the other modules are not even collected. Every tier of them: -m core.

@@ -2,32 +2,15 @@
 # The installed package, not the checkout: build the wheel, install it (non-editable) into a fresh
 # venv, and from an empty directory outside the checkout run the main job through the console
 # scripts: pbt-launch (a 4-member population), pbt-status, pbt-analyze, pbt-play, pbt-replay.
-#   PBT_WHEEL_WORK  a folder to build and install into, kept afterwards (default: a temporary one,
-#                   removed at the end); `--prepare` builds and installs there, then stops, and a
-#                   later run with the same folder reuses that venv (.ci/run prepares it in the
-#                   background while the main tiers run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PREPARE=0
-if [ "${1:-}" = "--prepare" ]; then PREPARE=1; fi
-if [ -n "${PBT_WHEEL_WORK:-}" ]; then
-  WORK="$PBT_WHEEL_WORK"
-  mkdir -p "$WORK"
-else
-  WORK="$(mktemp -d "${TMPDIR:-/tmp}/pbt-wheel.XXXXXX")"
-  trap 'rm -rf "$WORK"' EXIT
-fi
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/pbt-wheel.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+python -m pip wheel --quiet --no-deps --wheel-dir "$WORK/dist" .
+python -m venv "$WORK/venv"
 PY="$WORK/venv/bin/python"
-if [ ! -f "$WORK/venv/installed" ]; then
-  rm -rf "$WORK/dist" "$WORK/venv"
-  python -m pip wheel --quiet --no-deps --wheel-dir "$WORK/dist" .
-  python -m venv "$WORK/venv"
-  "$PY" -m pip install --quiet torch==2.13.0
-  "$PY" -m pip install --quiet "$WORK"/dist/pbt_rl-*.whl
-  touch "$WORK/venv/installed"
-fi
-if [ "$PREPARE" = 1 ]; then echo "wheel venv ready: $WORK/venv"; exit 0; fi
-rm -rf "$WORK/run"
+"$PY" -m pip install --quiet torch==2.13.0
+"$PY" -m pip install --quiet "$WORK"/dist/pbt_rl-*.whl
 mkdir "$WORK/run"
 cd "$WORK/run"  # outside the checkout: only the installed package can be imported
 BIN="$WORK/venv/bin"
