@@ -4,7 +4,8 @@
   (mini_epochs 1 against 6), so they run far ahead of the healthy members; they are still judged
   at equal frames and replaced before they finish, and then learn;
 - truncation and tournament: in a population of two healthy and two crippled members, a crippled
-  member takes a healthy member's weights and learns.
+  member takes a healthy member's weights and learns (it may first copy the other crippled member,
+  when the healthy ones have not reported yet).
 
 A minute or two each on 2 cores: run under ``flock /tmp/heavy.lock``.
 """
@@ -92,9 +93,12 @@ def test_fast_crippled_members_are_replaced_at_equal_experience_before_they_fini
 @pytest.mark.parametrize("selection", ["truncation", "tournament"])
 def test_a_crippled_member_takes_a_healthy_members_weights(tmp_path: Path, selection: str) -> None:
     result = run_population(tmp_path, 400_000, {i: [f"pbt/selection={selection}"] for i in range(N)})
-    replaced = {idx: replacements(result, idx) for idx in CRIPPLED}
-    assert any(replaced.values()), "\n\n".join(result["logs"][i][-3000:] for i in CRIPPLED)
-    for idx, events in replaced.items():
+    # Members rank whoever has reported: before the healthy members' first records, one crippled
+    # member may copy the other (scheduling decides). What must hold: a crippled member copies a
+    # healthy one at some point, and every crippled member that did ends up learning.
+    from_healthy = {idx: [e for e in replacements(result, idx) if e["donor"] not in CRIPPLED] for idx in CRIPPLED}
+    assert any(from_healthy.values()), "\n\n".join(result["logs"][i][-3000:] for i in CRIPPLED)
+    for idx, events in from_healthy.items():
         if events:
-            assert events[0]["donor"] not in CRIPPLED and events[0]["reason"].startswith("replace")
+            assert events[0]["reason"].startswith("replace"), events[0]
             assert final_objective(result["logs"][idx]) > LEARNED, result["logs"][idx][-3000:]
