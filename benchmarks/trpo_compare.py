@@ -10,7 +10,7 @@ episodes from uniformly random starts (ours through ``python -m pbt.play``, the 
 below: 100 envs, one 200-step episode each).
 
 Needs the peers: ``pip install -e .[trpo-compare]``. Run it under ``flock /tmp/heavy.lock`` on a quiet
-machine: it measures speed. The table goes into BENCHMARKS.md.
+machine: it measures speed. The table goes into docs/benchmarks/trpo.md.
 
     python benchmarks/trpo_compare.py --frames 500000 --seeds 3 --out trpo_compare.json
 """

@@ -30,7 +30,7 @@ def test_defaults_are_dexpbt_upstream_with_the_threshold_strategy() -> None:
     assert (dex.replace_threshold_frac_std, dex.replace_threshold_frac_absolute) == (0.5, 0.05)
     assert (cfg.explore.mutation_rate, cfg.explore.change_min, cfg.explore.change_max) == (0.15, 1.1, 1.5)
     assert cfg.gates.dbg_mode is False and cfg.seed is None
-    assert (cfg.objective, cfg.selection) == ("true_objective", "threshold")  # BENCHMARKS.md: selection ablation
+    assert (cfg.objective, cfg.selection) == ("true_objective", "threshold")  # docs/benchmarks/selection-strategies.md
     assert cfg.gates.equal_experience is True and not cfg.explore.search_space
     assert (thr.threshold_std, thr.threshold_abs) == (0.1, 0.025)
     assert cfg.explore.mutation == DEFAULT_MUTATION

@@ -48,6 +48,6 @@ def test_pendulum_learns_within_a_million_frames(trained_pendulum):
     summary = trained_pendulum["summary"]
     assert summary["frames"] >= 1_000_000
     # A random policy scores about -1200 per episode; a swing-up-and-balance policy about -150.
-    assert summary["reward"] > -250, summary  # (its wall time is measured in BENCHMARKS.md, not asserted)
+    assert summary["reward"] > -250, summary  # (wall time: docs/benchmarks/task-learning.md; not asserted)
     # Pendulum defines no true_objective: the objective is the mean return over each env's last episode
     assert math.isfinite(summary["objective"]) and summary["objective"] > -400, summary

@@ -1,5 +1,5 @@
 """TRPO end to end through the command lines: ``python -m pbt.train train=CartpoleTRPO`` learns (a short
-run; the long Pendulum and Cartpole numbers are in BENCHMARKS.md), its checkpoint resumes training
+run; the long Pendulum and Cartpole numbers are in docs/benchmarks/trpo.md), its checkpoint resumes training
 at its frame count, and ``python -m pbt.play`` plays it."""
 import subprocess
 import sys
