@@ -6,15 +6,16 @@ members with a known fitness, itself included; the fittest contestant wins (ties
 policy_idx). If the winner is fitter than this member, the member takes the winner's weights and
 hyperparameters and then mutates them (the configured explore step); if it wins itself it keeps
 its own. If the draw left it out and no contestant beats it, it keeps its weights and mutates its
-hyperparameters: AgileRL mutates every member but the elite each generation. A member never takes
+hyperparameters: AgileRL draws a mutation for every member of each new generation. A member never takes
 the weights of a member that is not fitter than itself.
 
-``elitism: true``: the population's fittest member changes nothing at all (AgileRL keeps its elite
-unmutated); false: it may mutate its hyperparameters, never its weights.
+``elitism: true``: the population's fittest member changes nothing at all (AgileRL keeps a clone of
+its elite, which draws a mutation too unless ``Mutations(mutate_elite=False)``); false: it may mutate
+its hyperparameters, never its weights.
 
 ``mutate_winners: true`` (AgileRL's behaviour): a member that wins its own tournament keeps its
-weights but mutates its hyperparameters, as AgileRL mutates every member of the next generation
-but the elite; false (the default): a winner changes nothing, so a good member is not disturbed.
+weights but mutates its hyperparameters, as every member of AgileRL's next generation draws a
+mutation; false (the default): a winner changes nothing, so a good member is not disturbed.
 
 Noise guards: the ready rule (this member, and contestants: a member that is not ready is not
 drawn), the unknown-objective wait, the timing gates and the significance test (a winner whose
@@ -48,7 +49,7 @@ class TournamentConfig(Section):
     """Fitness is the mean of a member's last this-many objectives (one per PBT iteration)."""
     mutate_winners: bool = False
     """A member that wins its own tournament mutates its hyperparameters (keeping its weights), as
-    AgileRL mutates every member but the elite; false: it keeps them unchanged."""
+    AgileRL draws a mutation for every member of a new generation; false: it keeps them unchanged."""
 
     def __post_init__(self) -> None:
         require(self.tournament_size >= 2, "tournament_size", self.tournament_size, ">= 2")
