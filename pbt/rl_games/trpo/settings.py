@@ -26,7 +26,12 @@ SCHEDULER_ARGUMENTS: Dict[str, Dict[str, Any]] = {
 }
 SCHEDULERS = tuple(SCHEDULER_ARGUMENTS)
 #: skrl's TRPO names accepted in a TRPO config -> the rl_games keys they set (:func:`resolve_aliases`).
-ALIASES: Dict[str, str] = {"rollouts": "horizon_length", "discount_factor": "gamma", "lambda": "tau"}
+ALIASES: Dict[str, str] = {
+    "rollouts": "horizon_length",
+    "discount_factor": "gamma",
+    "lambda": "tau",
+    "gae_lambda": "tau",  # skrl 2.x's name of 1.x's lambda
+}
 
 
 @dataclass
@@ -233,13 +238,19 @@ def _number(name: str, raw: Any) -> float:
 
 
 def resolve_aliases(config: MutableMapping[str, Any], explicit: Collection[str] = ()) -> List[str]:
-    """skrl's names in a TRPO config (``rollouts``, ``discount_factor``, ``lambda``) replaced in place by the
+    """skrl's names in a TRPO config (``rollouts``, ``discount_factor``, ``lambda`` or 2.x's ``gae_lambda``) replaced in place by the
     rl_games keys they set (:data:`ALIASES`); returns a note per alias, saying what it maps to.
 
     An alias wins over the train config's value of its key, but not over one given on the command line
     (``explicit``: the overridden keys under ``train.params.config.``), which is also how a PBT restart
     passes its values. ConfigError for a value the key cannot take."""
     notes: List[str] = []
+    both = [alias for alias in ALIASES if ALIASES[alias] == "tau" and alias in config]
+    if len(both) > 1:
+        raise ConfigError(
+            f"{PREFIX}lambda and {PREFIX}gae_lambda are both given: they are skrl 1.x's and 2.x's name of "
+            f"the same key (rl_games' tau). Keep one."
+        )
     for alias, key in ALIASES.items():
         if alias not in config:
             continue

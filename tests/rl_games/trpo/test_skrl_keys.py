@@ -142,6 +142,14 @@ def test_skrl_names_are_aliases_with_a_note() -> None:
         resolve_aliases({"rollouts": 0})
 
 
+def test_skrl_2_gae_lambda_is_tau_and_refused_beside_lambda() -> None:
+    config = {"gae_lambda": 0.92, "tau": 0.95}
+    notes = resolve_aliases(config)
+    assert config == {"tau": 0.92} and f"{C}gae_lambda=0.92 is skrl's name of rl_games' tau" in notes[0]
+    with pytest.raises(ConfigError, match="lambda and .*gae_lambda are both given"):
+        resolve_aliases({"lambda": 0.9, "gae_lambda": 0.92})
+
+
 def test_aliases_reach_the_agent_through_the_run_config(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="pbt.rl_games.runner"):
         algo = build([f"+{C}rollouts=8", f"+{C}discount_factor=0.98", f"+{C}lambda=0.9"], tmp_path, "aliases")
