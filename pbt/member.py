@@ -140,6 +140,15 @@ def startup_reason(
     return "fixed values of the search space" if params != sample else "initial mutation of a fresh member"
 
 
+def interval_start(frame: int, interval_steps: int) -> int:
+    """The first frame of the PBT interval holding ``frame``. The gates (start_after, ready_after)
+    count from there: an iteration runs at the first epoch past each multiple of interval_steps,
+    so a change made at one iteration (frame 53,248 of interval 10,000) may be followed by the next
+    fewer than interval_steps frames later (61,440), and start_after = interval_steps would otherwise
+    skip an extra iteration after every change."""
+    return frame - frame % interval_steps
+
+
 def configured_max_frames(cfg: Mapping[str, Any]) -> Optional[int]:
     """The agent's configured ``max_frames`` (None: not set, or not a count)."""
     try:
@@ -395,7 +404,9 @@ class PbtMember:
                 ranked = same_stage(peers, self.curriculum.stage)
                 best = furthest_stage(peers, len(self.curriculum.stages) - 1)
             refused = self.refusals.now(ranked, {i for i, status in statuses.items() if status.state == STALE})
-            member = MemberState(own, self.best_interval_objective, frame - self.start_frame)
+            member = MemberState(
+                own, self.best_interval_objective, frame - interval_start(self.start_frame, self.pbt.interval_steps)
+            )
             transition = None if self.curriculum is None else self.curriculum.check(frame, None if mixed else objective)
             if transition is not None:  # a stage entry: new task settings, no exploit, no network change
                 assert self.curriculum is not None
@@ -481,7 +492,7 @@ class PbtMember:
             self.params,
             state,
             episode_returns,
-            frames_since_replace=frame - self.replaced_at_frame,
+            frames_since_replace=frame - interval_start(self.replaced_at_frame, self.pbt.interval_steps),
             network=network_value(self.network),
             history=Histories(self.history.values, self.intervals.params, self.intervals.gains),
             stage=None if self.curriculum is None else (self.curriculum.stage, self.curriculum.since),

@@ -103,13 +103,15 @@ class SelectionGates(Section):
     """When a member may act or be a donor, whatever the strategy (the ``gates`` config section)."""
 
     start_after: int = 10_000_000
-    """Env frames a member trains after its process started (or was replaced) before it may act."""
+    """Env frames a member trains after its process started (or it changed) before it may act,
+    counted from the start of the PBT interval in which that happened (an iteration runs at the first
+    epoch past each multiple of interval_steps: start_after = interval_steps means the next iteration)."""
     initial_delay: int = 20_000_000
     """Absolute env frames (the member's total) before any member may act."""
     ready_after: Optional[int] = None
     """The "ready" rule: a member is neither replaced nor used as a donor until it has trained this
-    many frames since it started or last took a donor's weights (DexPBT's start_after generalised
-    to every exploit). 0 disables it. None (the default): the same as ``start_after``, resolved
+    many frames since it started or last took a donor's weights (counted as start_after is;
+    DexPBT's start_after generalised to every exploit). 0 disables it. None (the default): the same as ``start_after``, resolved
     here, so lowering start_after alone never leaves every member "not ready" for the whole run."""
     significance: Optional[float] = 0.05
     """Noise-aware replacement: replace weights only when the donor's recent per-episode

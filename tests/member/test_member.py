@@ -114,3 +114,23 @@ def test_records_carry_hyperparameter_change_points_and_gains_across_a_replaceme
     record = member.workspace.latest_record(1)
     assert record.gains == {2: 1.0, 3: 2.0, 5: 1.0} and sorted(record.history) == [4, 5]
     member.close()
+
+
+def test_a_change_counts_its_gates_from_its_intervals_start(tmp_path):
+    """Iterations run at the first epoch past each multiple of interval_steps (here 4,096 frames per
+    epoch, interval 10,000: iterations at 40,960, 53,248, 61,440): a member changed at 53,248 is judged
+    again 8,192 frames later. The gates count from the start of the interval of the change (50,000),
+    so start_after = ready_after = interval_steps lets it act at the very next iteration instead of
+    skipping one after every change."""
+    cfg = make_cfg(tmp_path / "ws", selection="dexpbt", interval_steps=10_000, start_after=10_000,
+                   ready_after=10_000, initial_delay=0)
+    member = PbtMember(cfg, tmp_path / "run", [])
+    member.startup()
+    member.started(0)
+    member.iterate(40_960, 1.0, {"w": 1}, [1.0])
+    member.iterate(53_248, 1.0, {"w": 1}, [1.0])
+    member.exploited(53_248, dict(member.params), replaced=True)
+    decision = member.iterate(61_440, 1.0, {"w": 1}, [1.0])  # the next iteration, 8,192 frames on
+    assert "start_after" not in decision.reason and "not ready" not in decision.reason, decision.reason
+    assert member.workspace.latest_record(1).frames_since_replace == 11_440
+    member.close()
