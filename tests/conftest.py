@@ -23,6 +23,11 @@ SUMMARY_RE = re.compile(
     r"mean_reward=(?P<reward>\S+) objective=(?P<objective>\S+)"
 )
 
+#: The worker's minibatch line (pbt.rl_games.runner): size, " (auto)", envs, steps, samples, minibatches.
+MINIBATCH_LINE = re.compile(
+    r"minibatch_size=(\d+)( \(auto\))?: (\d+) envs x (\d+) steps = (\d+) samples in (\d+) minibatches"
+)
+
 
 def worker_env(extra_pythonpath: Optional[str] = None) -> Dict[str, str]:
     env = dict(os.environ)

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import parse_summary, run_train
+from conftest import MINIBATCH_LINE, parse_summary, run_train
 from pbt.errors import ConfigError
 from pbt.rl_games.runner import minibatch_size, nearest_divisors
 
-MINIBATCH_LINE = re.compile(r"minibatch_size=(\d+)( \(auto\))?: (\d+) envs x (\d+) steps = (\d+) samples in (\d+) minibatches")
 
 
 def config(envs: int, horizon: int = 32, size: object = "auto", parts: int = 4) -> dict:
@@ -65,8 +64,7 @@ LEARNED = {"Pendulum": -600.0, "Cartpole": 100.0}
 
 @pytest.mark.training
 @pytest.mark.parametrize("task, envs, frames, expected", [
-    ("Pendulum", 64, 100_000, 512),  # the command: batch 2048, 4 minibatches
-    ("Pendulum", 100, 100_000, 800),
+    ("Pendulum", 100, 100_000, 800),  # 3,200 samples: not a power of two; 4 minibatches
     ("Cartpole", 48, 100_000, 768),  # Cartpole ships 2 minibatches: 48 x 32 / 2
 ])
 def test_num_envs_just_works(tmp_path: Path, task: str, envs: int, frames: int, expected: int) -> None:
@@ -80,18 +78,6 @@ def test_num_envs_just_works(tmp_path: Path, task: str, envs: int, frames: int, 
     summary = parse_summary(proc.stdout)
     assert summary["frames"] >= frames
     assert summary["reward"] > LEARNED[task], summary  # learning happened
-
-
-@pytest.mark.training
-def test_envpool_num_envs_just_works(tmp_path: Path) -> None:
-    pytest.importorskip("envpool", reason="optional extra [mujoco] (envpool) not installed")
-    proc = run_train(["task=envpool/HalfCheetah-v4", "num_envs=24", "max_frames=6144", "sim_device=cpu", "rl_device=cpu",
-                      "experiment=hc", f"train_dir={tmp_path / 'runs'}"], tmp_path, timeout=180)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-3000:]
-    size, auto, envs, horizon, batch, parts = MINIBATCH_LINE.search(output).groups()
-    assert (int(size), auto, int(envs), int(horizon), int(parts)) == (384, " (auto)", 24, 64, 4)
-    assert parse_summary(proc.stdout)["frames"] >= 6144
 
 
 @pytest.mark.training
