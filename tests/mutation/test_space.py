@@ -214,6 +214,17 @@ def test_the_shipped_reacher_wide_space_is_the_ablation_spread() -> None:
     assert 2 <= sample[C + "mini_epochs"] <= 8 and 1e-4 <= sample[C + "learning_rate"] <= 3.16e-3
 
 
+def test_the_shipped_reacher_kl_space_searches_the_kl_target_not_the_learning_rate() -> None:
+    """Under the adaptive schedule the learning rate follows the KL target: reacher_kl searches that."""
+    text = (CONFIGS / "reacher_kl.yaml").read_text()
+    dims = resolve_space(parse_space("search_space", yaml.safe_load(text)), resolved_config()).dims
+    assert (dims[C + "kl_threshold"].type, dims[C + "kl_threshold"].low, dims[C + "kl_threshold"].high) == \
+        ("loguniform", 2e-3, 3.2e-2)
+    assert C + "learning_rate" not in dims
+    assert set(dims) - {C + "kl_threshold"} == set(yaml.safe_load((CONFIGS / "reacher_wide.yaml").read_text())) - {
+        C + "learning_rate"}
+
+
 def member_cfg(ws: Path, idx: int, **pbt: Any) -> Dict[str, Any]:
     cfg = resolved_config()
     block = {"enabled": True, "policy_idx": idx, "num_policies": 4, "workspace": str(ws), "interval_steps": 1000,
