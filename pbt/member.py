@@ -80,6 +80,28 @@ def kept(decision: Decision, reason: str, refused: Optional[Tuple[int, str, str]
     return Outcome(KEEP, reason, dict(decision.params_before), refused=refused)
 
 
+def carried_out(
+    decision: Decision,
+    mode: str,
+    parameters: Optional[int] = None,
+    mode_reason: str = "",
+    restart: Optional[RestartPlan] = None,
+) -> Outcome:
+    """The outcome of a decision carried out (``mode``: inplace or exec); its network change counts
+    as carried out only where the agent reports a parameter count after it."""
+    network = decision.network if parameters is not None else None
+    return Outcome(
+        decision.action,
+        decision.reason,
+        dict(decision.params_after),
+        mode,
+        mode_reason,
+        network=network,
+        parameters=parameters,
+        restart=restart,
+    )
+
+
 def refused_stale_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[int]:
     """Members that must not be donors: the stale (dead-looking) ones, except those whose record
     holds the population's best objective (then their weights are still the best there is).
