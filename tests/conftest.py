@@ -29,6 +29,15 @@ MINIBATCH_LINE = re.compile(
 )
 
 
+def bash_commands(text: str) -> List[str]:
+    """The commands of a page's ```bash blocks: continuation lines joined, comments dropped."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        joined = re.sub(r"\\\n\s*", "", block)
+        commands += [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return commands
+
+
 def worker_env(extra_pythonpath: Optional[str] = None) -> Dict[str, str]:
     env = dict(os.environ)
     paths = [str(REPO)] + ([extra_pythonpath] if extra_pythonpath else [])

@@ -17,7 +17,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from conftest import REPO, parse_summary, worker_env
+from conftest import REPO, bash_commands, parse_summary, worker_env
 
 HERE = "here"
 DOCS = REPO / "docs"
@@ -27,18 +27,9 @@ def pages() -> List[Path]:
     return [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
-def bash_lines(text: str) -> List[str]:
-    """The command lines of a page's ```bash blocks: continuations joined, comments dropped."""
-    lines = []
-    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
-        joined = re.sub(r"\\\n\s*", "", block)
-        lines += [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return lines
-
-
 def doc_commands() -> List[Tuple[str, str]]:
     """(page relative to the repository, command) for every documented command."""
-    return [(str(page.relative_to(REPO)), line) for page in pages() for line in bash_lines(page.read_text())]
+    return [(str(page.relative_to(REPO)), line) for page in pages() for line in bash_commands(page.read_text())]
 
 
 #: (page, a regex the command matches from its start, how it is tested). First match wins.

@@ -14,7 +14,7 @@ from typing import List
 
 import pytest
 
-from conftest import REPO, parse_summary, worker_env
+from conftest import REPO, bash_commands, parse_summary, worker_env
 
 from pbt.storage import WorkspaceReader
 
@@ -38,15 +38,6 @@ def readme_section(title: str) -> str:
     path = REPO / "docs" / PAGES[title]
     assert path.is_file(), f"docs/{PAGES[title]} is missing"
     return path.read_text()
-
-
-def bash_commands(section: str) -> List[str]:
-    """The commands of the section's ```bash blocks: continuation lines joined, comments dropped."""
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
-        joined = re.sub(r"\\\n\s*", "", block)
-        commands += [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return commands
 
 
 def as_argv(command: str, substitutions: dict) -> List[str]:
