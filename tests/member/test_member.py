@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from pbt.errors import ConfigError
-from pbt.member import PbtMember
+from pbt.member import PbtMember, interval_start
 from pbt.restart import RESTARTED_ENV
 from pbt.storage import Workspace
 
@@ -116,12 +116,17 @@ def test_records_carry_hyperparameter_change_points_and_gains_across_a_replaceme
     member.close()
 
 
+def test_interval_start_is_the_multiple_of_interval_steps_at_or_below_a_frame():
+    assert [interval_start(f, 10_000) for f in (0, 9_999, 10_000, 53_248, 61_440)] == [0, 0, 10_000, 50_000, 60_000]
+
+
 def test_a_change_counts_its_gates_from_its_intervals_start(tmp_path):
     """Iterations run at the first epoch past each multiple of interval_steps (here 4,096 frames per
     epoch, interval 10,000: iterations at 40,960, 53,248, 61,440): a member changed at 53,248 is judged
     again 8,192 frames later. The gates count from the start of the interval of the change (50,000),
     so start_after = ready_after = interval_steps lets it act at the very next iteration instead of
     skipping one after every change."""
+    pytest.importorskip("torch")  # iterate publishes a checkpoint
     cfg = make_cfg(tmp_path / "ws", selection="dexpbt", interval_steps=10_000, start_after=10_000,
                    ready_after=10_000, initial_delay=0)
     member = PbtMember(cfg, tmp_path / "run", [])
