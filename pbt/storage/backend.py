@@ -10,7 +10,7 @@ import contextlib
 import logging
 import re
 from dataclasses import dataclass
-from typing import ContextManager, List, Optional, Protocol, Set, Tuple, runtime_checkable
+from typing import ContextManager, Iterator, List, Optional, Protocol, Set, Tuple, runtime_checkable
 
 from pbt.errors import CorruptRecordError, WorkspaceError
 
@@ -77,14 +77,10 @@ class Store(Protocol):
     def create_exclusive(self, key: str, data: bytes) -> bool:
         """Create the object with ``data`` unless it exists; False when it does."""
 
-    def rename(self, src: str, dst: str) -> None:
-        """Move ``src`` (an object or a directory prefix) to ``dst``, which must not exist."""
-
-    def exists(self, key: str) -> bool:
-        """True when an object or a directory prefix ``key`` exists."""
-
-    def is_dir(self, key: str) -> bool:
-        """True when ``key`` is a directory prefix."""
+    def copy(self, src: str, dst: str) -> None:
+        """Put a copy of the object ``src`` at ``dst`` (replacing what is there), inside the store
+        where it can (an object store's server-side copy). Raises NotFound; Refused for a ``src``
+        that is not a regular object."""
 
     def path(self, key: str) -> str:
         """A string naming the object for messages (a file path, a URL)."""
@@ -105,6 +101,12 @@ class DirectoryStore(Store, Protocol):
     """A store with real directories (:class:`pbt.storage.local.LocalStore`) and what only they need.
     An object store has none of it: its keys need no parent and its puts leave no temp objects."""
 
+    def is_dir(self, key: str) -> bool:
+        """True when ``key`` is a directory (never a symlink to one)."""
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` (a file or a directory) to ``dst``, which must not exist, in one step."""
+
     def ensure_dir(self, prefix: str) -> None:
         """Make ``prefix`` a directory; something else at its name (a symlink, a file) is moved
         aside, never followed."""
@@ -113,6 +115,45 @@ class DirectoryStore(Store, Protocol):
         """Remove leftovers of writers killed mid-write under ``prefix``: this process's own (none of
         its writes is in flight when it calls this) and others' untouched for ``max_age`` seconds.
         Returns the keys removed."""
+
+
+def holds_prefix(store: Store, key: str) -> bool:
+    """True when ``key`` is a directory (a store with directories) or a prefix with objects under it
+    (a name listed under it is not enough: some S3 servers list a prefix emptied a moment ago)."""
+    if isinstance(store, DirectoryStore):
+        return store.is_dir(key)
+    return next(_objects_under(store, key), None) is not None
+
+
+def exists(store: Store, key: str) -> bool:
+    """True when ``key`` names an object, a directory or a prefix with objects under it."""
+    return key == "" or store.stat(key) is not None or holds_prefix(store, key)
+
+
+def _objects_under(store: Store, prefix: str) -> Iterator[str]:
+    for name in store.list(prefix):
+        key = f"{prefix}/{name}"
+        if store.stat(key) is not None:
+            yield key
+        else:
+            yield from _objects_under(store, key)
+
+
+def move(store: Store, src: str, dst: str) -> None:
+    """Move the object or prefix ``src`` to ``dst``, which must not exist: one rename where the store
+    has directories; else each object is copied, then the originals are deleted (a move cut off half
+    way leaves both copies, never neither)."""
+    if isinstance(store, DirectoryStore):
+        store.rename(src, dst)
+        return
+    if exists(store, dst):
+        raise WorkspaceError(f"cannot move {store.path(src)} to {store.path(dst)}: the target exists")
+    keys = [src] if store.stat(src) is not None else list(_objects_under(store, src))
+    moves = [(key, dst + key[len(src) :]) for key in keys]
+    for old, new in moves:
+        store.copy(old, new)
+    for old, _ in moves:
+        store.delete(old)
 
 
 def ensure_dir(store: Store, prefix: str) -> None:

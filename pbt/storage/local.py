@@ -445,13 +445,8 @@ class LocalStore(RefusalLog):
                 ) from exc
             self._fsync(dfd, dst)
 
-    def exists(self, key: str) -> bool:
-        if not key:
-            return self.root_path.exists()
-        try:
-            return self.stat(key) is not None
-        except Refused:
-            return False
+    def copy(self, src: str, dst: str) -> None:
+        self.put_atomic(dst, self.get(src))
 
     def is_dir(self, key: str) -> bool:
         try:

@@ -237,33 +237,10 @@ class S3Store(RefusalLog):
         self._k(key)
         return self._log.read(key, max_bytes)
 
-    def rename(self, src: str, dst: str) -> None:
-        """Copy each object under ``src`` to ``dst``, then delete the originals (not atomic: a move
-        interrupted half-way leaves both; run it again or delete ``dst`` by hand)."""
-        if self.exists(dst):
-            raise WorkspaceError(f"cannot move {self.path(src)} to {self.path(dst)}: the target exists")
-        moves = [(key, dst + key[len(src) :]) for key, _ in self.list_all(src + "/")]
-        if self.stat(src) is not None:
-            moves.append((src, dst))
-        for old, new in moves:
-            self._call(
-                "copy_object", "copying", old, Key=self._k(new), CopySource={"Bucket": self.bucket, "Key": self._k(old)}
-            )
-        for old, _ in moves:
-            self.delete(old)
-
-    def exists(self, key: str) -> bool:
-        if not key:
-            return True
-        return self.stat(key) is not None or self.is_dir(key)
-
-    def is_dir(self, key: str) -> bool:
-        listing = self._listing()
-        if listing is not None and listing.is_dir(key):
-            return True
-        full = self._k(key)
-        page = self._call("list_objects_v2", "listing", key, Prefix=f"{full}/" if full else "", MaxKeys=1)
-        return bool(page.get("KeyCount") or page.get("Contents"))
+    def copy(self, src: str, dst: str) -> None:
+        self._call(
+            "copy_object", "copying", src, Key=self._k(dst), CopySource={"Bucket": self.bucket, "Key": self._k(src)}
+        )
 
     @contextlib.contextmanager
     def scan(self, population: Optional[int] = None) -> Iterator[None]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
-from pbt.storage.backend import Refused, Store, ensure_dir, remove_stale_temps
+from pbt.storage.backend import Refused, Store, ensure_dir, exists, move, remove_stale_temps
 from pbt.storage.best import is_better, write_best
 from pbt.storage.checkpoints import serialize_state, sha256_hex
 from pbt.storage.format import (
@@ -131,14 +131,14 @@ class Workspace(WorkspaceReader):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         moved: List[Union[Path, str]] = []
         for key in (self.own_key, self.best_key):
-            if not self.store.exists(key):
+            if not exists(self.store, key):
                 continue
             target = f"{key}.old-{stamp}"
             suffix = 1
-            while self.store.exists(target):
+            while exists(self.store, target):
                 suffix += 1
                 target = f"{key}.old-{stamp}-{suffix}"
-            self.store.rename(key, target)
+            move(self.store, key, target)
             ensure_dir(self.store, key)
             moved.append(self.located(target))
         self._cache.pop(self.policy_idx, None)
@@ -317,7 +317,7 @@ class Workspace(WorkspaceReader):
                 self.store.path(key),
                 self.store.path(aside),
             )
-            self.store.rename(key, aside)
+            move(self.store, key, aside)
             self.store.append(key, entry.to_json_line())
 
     def best_record(self, member_idx: Optional[int] = None) -> Optional[Record]:

@@ -8,6 +8,7 @@ import pytest
 from pbt.errors import ConfigError, WorkspaceError
 from pbt.member import is_io_error
 from pbt.storage import NotFound, Refused
+from pbt.storage.backend import exists, holds_prefix, move
 from pbt.storage.objectlog import COMPACT_EVERY
 from pbt.storage.reader import open_store
 from pbt.storage.s3 import S3Store
@@ -58,8 +59,8 @@ def test_put_get_list_stat_delete_round_trip(s3_url: str) -> None:
     info = store.stat("000/000001.yaml")
     assert info is not None and info.size == 5 and info.regular and info.version
     assert store.stat("000/missing") is None
-    assert store.is_dir("000") and not store.is_dir("000/000001.yaml")
-    assert store.exists("000") and store.exists("000/sub/x") and not store.exists("001")
+    assert holds_prefix(store, "000") and not holds_prefix(store, "000/000001.yaml")
+    assert exists(store, "000") and exists(store, "000/sub/x") and not exists(store, "001")
     store.put_atomic("000/000001.yaml", b"a: 2\n")
     assert store.stat("000/000001.yaml").version != info.version  # type: ignore[union-attr]
     store.delete("000/000001.yaml")
@@ -138,16 +139,16 @@ def test_a_missing_bucket_says_how_to_create_it(s3_url: str) -> None:
 
 
 @pytest.mark.s3
-def test_rename_moves_a_prefix_and_refuses_an_existing_target(s3_url: str) -> None:
+def test_a_move_copies_a_prefix_server_side_and_refuses_an_existing_target(s3_url: str) -> None:
     store = S3Store(s3_url)
     store.put_atomic("000/a", b"1")
     store.put_atomic("000/d/b", b"2")
-    store.rename("000", "000.old-1")
-    assert not store.exists("000")
+    move(store, "000", "000.old-1")
+    assert not exists(store, "000") and store.requests["copy_object"] == 2
     assert store.get("000.old-1/a") == b"1" and store.get("000.old-1/d/b") == b"2"
     store.put_atomic("001/a", b"3")
     with pytest.raises(WorkspaceError, match="the target exists"):
-        store.rename("001", "000.old-1")
+        move(store, "001", "000.old-1")
 
 
 @pytest.mark.s3
