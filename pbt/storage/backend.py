@@ -126,8 +126,14 @@ def holds_prefix(store: Store, key: str) -> bool:
 
 
 def exists(store: Store, key: str) -> bool:
-    """True when ``key`` names an object, a directory or a prefix with objects under it."""
-    return key == "" or store.stat(key) is not None or holds_prefix(store, key)
+    """True when ``key`` names an object, a directory or a prefix with objects under it (an object
+    store's root always exists); False for a name or path the store refuses."""
+    if key == "" and not isinstance(store, DirectoryStore):
+        return True
+    try:
+        return store.stat(key) is not None or holds_prefix(store, key)
+    except Refused:
+        return False
 
 
 def _objects_under(store: Store, prefix: str) -> Iterator[str]:

@@ -342,9 +342,13 @@ class LocalStore(RefusalLog):
         return self.good_names(prefix, names)
 
     def stat(self, key: str) -> Optional[ObjectInfo]:
+        """``key`` '' is the root itself (the path the user gave, so a symlink to it is followed)."""
         try:
-            with self._parent(key) as (dfd, name):
-                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if not key:
+                st = os.stat(self.root_path)
+            else:
+                with self._parent(key) as (dfd, name):
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except (NotFound, FileNotFoundError):
             return None
         except OSError as exc:
@@ -449,6 +453,8 @@ class LocalStore(RefusalLog):
         self.put_atomic(dst, self.get(src))
 
     def is_dir(self, key: str) -> bool:
+        if not key:  # the root: the path the user gave (a file there is no workspace, not an I/O error)
+            return self.root_path.is_dir()
         try:
             with self._dir(self._split(key)):
                 return True

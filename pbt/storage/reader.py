@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from pbt.errors import CorruptRecordError, WorkspaceError
-from pbt.storage.backend import NotFound, Refused, Store, holds_prefix
+from pbt.storage.backend import NotFound, Refused, Store, exists, holds_prefix
 from pbt.storage.best import read_best
 from pbt.storage.checkpoints import deserialize_checkpoint, sha256_hex
 from pbt.storage.format import (
@@ -262,7 +262,7 @@ class WorkspaceReader:
             except (_AlreadyLogged, Refused):  # logged once where it was found
                 continue
             except CorruptRecordError as exc:
-                if self.store.stat(f"{directory}/{name}") is None:
+                if not exists(self.store, f"{directory}/{name}"):
                     logger.info("record %s was deleted while reading; trying an older one", source)
                 else:
                     logger.warning("skipping record %s: %s", source, exc)

@@ -20,7 +20,7 @@ from pbt.config import LivenessConfig
 from pbt.curriculum.stages import record_stage
 from pbt.errors import PbtError, WorkspaceError
 from pbt.storage import LineageEntry, Record, WorkspaceReader
-from pbt.storage.backend import DirectoryStore
+from pbt.storage.backend import DirectoryStore, exists
 from pbt.storage.bounds import is_future
 from pbt.storage.liveness import ALIVE, EXITED, FINISHED, STOPPED, UNKNOWN, WAITING, Beat, judge
 from pbt.storage.reader import workspace_location
@@ -174,11 +174,10 @@ def open_reader(root: PathLike) -> WorkspaceReader:
     """A read-only reader on an existing workspace: a wrong path is an error, never a new workspace."""
     path = workspace_location(root)
     reader = WorkspaceReader(path)
+    if not exists(reader.store, ""):
+        raise WorkspaceError(f"workspace {path} does not exist. Pass the pbt.workspace directory of a run.")
     if isinstance(reader.store, DirectoryStore) and not reader.store.is_dir(""):
-        raise WorkspaceError(
-            f"workspace {path} is not a directory (it does not exist, or is a file). Pass the pbt.workspace "
-            "directory of a run."
-        )
+        raise WorkspaceError(f"{path} is a file, not a workspace directory. Pass the pbt.workspace directory.")
     if not reader.member_indices():
         raise WorkspaceError(
             f"{path} holds no member directories (000, 001, ...): it is not a PBT workspace, or no "

@@ -86,3 +86,23 @@ def test_a_local_copy_is_a_new_file(tmp_path: Path) -> None:
     store.copy("a", "b")
     store.put_atomic("a", b"2")
     assert store.get("b") == b"1"
+
+
+def test_a_local_root_exists_only_as_a_directory_or_file_and_a_refused_path_does_not_exist(tmp_path: Path) -> None:
+    assert not exists(LocalStore(tmp_path / "missing"), "")
+    assert exists(LocalStore(tmp_path), "")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a").write_bytes(b"1")
+    (tmp_path / "link").symlink_to(tmp_path / "real")  # a member directory a peer made a symlink
+    store = LocalStore(tmp_path)
+    assert exists(store, "real/a") and not exists(store, "link/a")  # never followed, never an error
+
+
+def test_open_reader_says_whether_the_workspace_is_missing_or_a_file(tmp_path: Path) -> None:
+    from pbt.tools.snapshot import open_reader
+
+    with pytest.raises(WorkspaceError, match="does not exist"):
+        open_reader(tmp_path / "missing")
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(WorkspaceError, match="is a file, not a workspace directory"):
+        open_reader(tmp_path / "file")
