@@ -1,28 +1,30 @@
 """One PBT member's life, without torch: start-up (resume or initial mutation), the PBT iteration
-(publish, scan, decide, record lineage, keep the best, clean up) and the restart plan.
+(decide: publish, scan, decide; the caller acts; record: lineage, best copy, retention) and the
+restart plan.
 
 The rl_games glue (:mod:`pbt.rl_games`) feeds it numbers and an opaque state dict; every byte on
 disk goes through :class:`pbt.storage.Workspace`; every decision comes from
 :func:`pbt.selection.decide`; the restart itself is :mod:`pbt.restart`.
 """
 
+import contextlib
 import dataclasses
 import logging
 import random
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pbt.config import PbtConfig
 from pbt.curriculum.member import curriculum_state, restore_stage, stage_decision
 from pbt.curriculum.stages import Transition, furthest_stage, same_stage
 from pbt.elastic import ElasticPopulation
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
+from pbt.iteration import Iteration, Outcome, RestartPlan
 from pbt.keys import set_by_key
 from pbt.mutation import checked_params, current_params, validate_scheme
-from pbt.mutation.network import NetworkChange, NetworkTracker, network_overrides, network_value, resume_network
+from pbt.mutation.network import NetworkTracker, network_overrides, network_value, resume_network
 from pbt.mutation.scheme import warn_zero_valued
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
@@ -40,66 +42,6 @@ log = logging.getLogger(__name__)
 
 #: Where a member keeps the checkpoint it restarts from (inside its own run directory).
 RESTART_CHECKPOINT = Path("pbt") / "restart_checkpoint.pth"
-
-
-@dataclass(frozen=True)
-class RestartPlan:
-    """What a member restarts into: the checkpoint to load and the full new argv."""
-
-    checkpoint: Path
-    argv: List[str]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the act step did with a :class:`Decision`, and why: the record step
-    (:meth:`PbtMember.record`) writes it into the member's state and lineage."""
-
-    action: str
-    """keep, mutate or replace, as carried out (a decision not carried out: keep)."""
-    reason: str
-    """The decision's reason and what happened carrying it out."""
-    params_after: Dict[str, Any]
-    """The hyperparameters in force next (the decision's ``params_before`` when kept)."""
-    mode: Optional[str] = None
-    """inplace or exec; None when kept."""
-    mode_reason: str = ""
-    """Why exec (the keys that need a rebuild, or pbt.restart_mode=exec)."""
-    network: Optional[NetworkChange] = None
-    """The network change carried out on the agent (None: the network is as it was)."""
-    parameters: Optional[int] = None
-    """The agent's parameter count after ``network``."""
-    refused: Optional[Tuple[int, str, str]] = None
-    """(member, why, checksum) of a donor whose checkpoint does not fit this agent: refused from now on."""
-    restart: Optional[RestartPlan] = None
-    """An exec restart: the process re-executes into this plan once the outcome is recorded."""
-
-
-def kept(decision: Decision, reason: str, refused: Optional[Tuple[int, str, str]] = None) -> Outcome:
-    """The outcome of a decision not carried out (or a keep): own weights and hyperparameters."""
-    return Outcome(KEEP, reason, dict(decision.params_before), refused=refused)
-
-
-def carried_out(
-    decision: Decision,
-    mode: str,
-    parameters: Optional[int] = None,
-    mode_reason: str = "",
-    restart: Optional[RestartPlan] = None,
-) -> Outcome:
-    """The outcome of a decision carried out (``mode``: inplace or exec); its network change counts
-    as carried out only where the agent reports a parameter count after it."""
-    network = decision.network if parameters is not None else None
-    return Outcome(
-        decision.action,
-        decision.reason,
-        dict(decision.params_after),
-        mode,
-        mode_reason,
-        network=network,
-        parameters=parameters,
-        restart=restart,
-    )
 
 
 def refused_stale_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[int]:
@@ -127,6 +69,21 @@ def is_io_error(exc: BaseException) -> bool:
         current = current.__cause__
         seen += 1
     return False
+
+
+def outlive(cfg: PbtConfig, exc: WorkspaceError, what: str, iteration: int) -> None:
+    """Log a workspace I/O error and return under ``pbt.on_write_error=retry`` (training goes on, the
+    next interval tries again); raise it otherwise."""
+    if cfg.on_write_error == "fail" or not is_io_error(exc):
+        raise exc
+    log.error(
+        "PBT policy %d: %s: %s. Training goes on; the next PBT interval (frame %d) tries again "
+        "(pbt.on_write_error=retry; set it to fail to stop instead).",
+        cfg.policy_idx,
+        what,
+        str(exc).rstrip("."),
+        (iteration + 1) * cfg.interval_steps,
+    )
 
 
 def resumed_params(configured: Mapping[str, Any], saved: Any, cfg: PbtConfig, source: str) -> Dict[str, Any]:
@@ -398,94 +355,79 @@ class PbtMember:
         if objective is not None and (self.best_interval_objective is None or objective > self.best_interval_objective):
             self.best_interval_objective = objective
 
-    def iterate(
+    @contextlib.contextmanager
+    def iteration(
         self,
         frame: int,
         objective: Optional[float],
         state: Mapping[str, Any],
         episode_returns: Sequence[float],
         mixed: bool = False,
-    ) -> Decision:
-        """Publish, scan the population, decide, and log the decision (the caller acts on it). A
-        ``mixed`` objective (episodes begun on the weights before a change) stays out of the history."""
-        iteration = self.last_iteration = frame // self.pbt.interval_steps
-        own = self._publish(iteration, frame, objective, state, episode_returns, mixed)
-        if self.liveness is not None and self.liveness.lost is None:  # pacing peers see it here now
-            self.liveness.beat(self.liveness.state)
-        with self.workspace.store.scan(self.pbt.population_size):  # an object store: one listing serves the whole step
-            peers = self.workspace.latest_records(max_iteration=iteration)
-            peers[self.pbt.policy_idx] = own
-            statuses = self.check_peers()
-            members = None
-            if self.elastic is not None:
-                self.elastic.note_progress(frame)
-                members = self.elastic.members(peers, statuses).members
-                peers = {i: r for i, r in peers.items() if i in members}
-            ranked, best = peers, peers
-            if self.curriculum is not None:  # only peers in its own stage compare (pbt.curriculum.stages)
-                ranked = same_stage(peers, self.curriculum.stage)
-                best = furthest_stage(peers, len(self.curriculum.stages) - 1)
-            refused = self.refusals.now(ranked, {i for i, status in statuses.items() if status.state == STALE})
-            member = MemberState(
-                own, self.best_interval_objective, frame - interval_start(self.start_frame, self.pbt.interval_steps)
-            )
-            transition = None if self.curriculum is None else self.curriculum.check(frame, None if mixed else objective)
-            if transition is not None:  # a stage entry: new task settings, no exploit, no network change
-                assert self.curriculum is not None
-                decision = stage_decision(self.curriculum, transition, self.params, self.configured, self.pbt, self.rng)
-            else:
-                decision = decide(
-                    member,
-                    list(ranked.values()),
-                    self.pbt,
-                    self.rng,
-                    refused_donors=refused,
-                    members=members,
-                    network=self.network,
-                )
-                for idx, why in decision.refused.items():
-                    self.refuse_donor(idx, why)
-            self.best_interval_objective = None
-            self.workspace.keep_population_best(best)
-            self.workspace.cleanup(peers)
-        return decision
-
-    def try_iterate(
-        self,
-        frame: int,
-        objective: Optional[float],
-        state: Mapping[str, Any],
-        episode_returns: Sequence[float],
-        mixed: bool = False,
-    ) -> Optional[Decision]:
-        """``iterate`` under ``pbt.on_write_error``: when the workspace cannot be written (disk full,
-        read-only...) "retry" logs the error and returns None (the caller keeps training; the next
-        interval tries again), "fail" raises the WorkspaceError."""
+    ) -> Iterator[Optional[Iteration]]:
+        """Decide (publish, scan, decide), the scan kept open for the act and record steps run in the
+        with-block (an object store lists once per iteration). None: the workspace could not be written
+        (``pbt.on_write_error=retry``). A ``mixed`` objective (partly the old weights') stays out of the history."""
         self.flush_lineage()
+        iteration = self.last_iteration = frame // self.pbt.interval_steps
         try:
-            decision = self.iterate(frame, objective, state, episode_returns, mixed)
+            own = self._publish(iteration, frame, objective, state, episode_returns, mixed)
         except WorkspaceError as exc:
-            if self.pbt.on_write_error == "fail" or not is_io_error(exc):
-                raise
+            outlive(self.pbt, exc, f"could not publish iteration {iteration}", self.last_iteration)
             self.write_failing = True
-            log.error(
-                "PBT policy %d: could not publish iteration %d: %s. Training goes on; the next PBT "
-                "interval (frame %d) tries again (pbt.on_write_error=retry; set it to fail to stop "
-                "instead).",
-                self.pbt.policy_idx,
-                self.last_iteration,
-                str(exc).rstrip("."),
-                (self.last_iteration + 1) * self.pbt.interval_steps,
-            )
-            return None
+            yield None
+            return
         if self.write_failing:
             self.write_failing = False
             log.info(
-                "PBT policy %d: the workspace is writable again; published iteration %d",
-                self.pbt.policy_idx,
-                self.last_iteration,
+                "PBT policy %d: the workspace is writable again; published iteration %d", self.pbt.policy_idx, iteration
             )
-        return decision
+        if self.liveness is not None and self.liveness.lost is None:  # pacing peers see it here now
+            self.liveness.beat(self.liveness.state)
+        with self.workspace.store.scan(self.pbt.population_size):
+            try:
+                scanned = self._decide(own, frame, objective, mixed)
+            except WorkspaceError as exc:
+                outlive(self.pbt, exc, f"could not read the population at iteration {iteration}", self.last_iteration)
+                self.write_failing = True
+                scanned = None
+            yield scanned
+
+    def _decide(self, own: Record, frame: int, objective: Optional[float], mixed: bool) -> Iteration:
+        """Read the population (inside the scan) and decide."""
+        peers = self.workspace.latest_records(max_iteration=own.iteration)
+        peers[self.pbt.policy_idx] = own
+        statuses = self.check_peers()
+        members = None
+        if self.elastic is not None:
+            self.elastic.note_progress(frame)
+            members = self.elastic.members(peers, statuses).members
+            peers = {i: r for i, r in peers.items() if i in members}
+        ranked, best = peers, peers
+        if self.curriculum is not None:  # only peers in its own stage compare (pbt.curriculum.stages)
+            ranked = same_stage(peers, self.curriculum.stage)
+            best = furthest_stage(peers, len(self.curriculum.stages) - 1)
+        refused = self.refusals.now(ranked, {i for i, status in statuses.items() if status.state == STALE})
+        member = MemberState(
+            own, self.best_interval_objective, frame - interval_start(self.start_frame, self.pbt.interval_steps)
+        )
+        transition = None if self.curriculum is None else self.curriculum.check(frame, None if mixed else objective)
+        if transition is not None:  # a stage entry: new task settings, no exploit, no network change
+            assert self.curriculum is not None
+            decision = stage_decision(self.curriculum, transition, self.params, self.configured, self.pbt, self.rng)
+        else:
+            decision = decide(
+                member,
+                list(ranked.values()),
+                self.pbt,
+                self.rng,
+                refused_donors=refused,
+                members=members,
+                network=self.network,
+            )
+            for idx, why in decision.refused.items():
+                self.refuse_donor(idx, why)
+        self.best_interval_objective = None
+        return Iteration(decision, frame, objective, time.time(), peers, best)
 
     def publish_now(
         self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
@@ -564,31 +506,30 @@ class PbtMember:
             )
         )
 
-    def record(
-        self, decision: Decision, outcome: Outcome, frame: int, objective: Optional[float], decided_at: float
-    ) -> None:
-        """The record step of an iteration: what the act step did (``outcome``) becomes this member's
-        state (refused donor, network, hyperparameters in force) and a lineage entry."""
+    def record(self, it: Iteration, outcome: Outcome) -> None:
+        """The record step: what the act step did (``outcome``) becomes this member's state and a lineage
+        entry; then the best copy and retention, on the population the decision saw (``it``)."""
+        decision = it.decision
         if outcome.refused is not None:
             self.refuse_donor(*outcome.refused)
         if outcome.network is not None and self.network is not None:
             self.network.spec = outcome.network.after
             self.network.parameters = outcome.parameters
         if outcome.mode == INPLACE:
-            self.exploited(frame, outcome.params_after, replaced=outcome.action == REPLACE)
+            self.exploited(it.frame, outcome.params_after, replaced=outcome.action == REPLACE)
         planned = decision.network if outcome.action != KEEP else None  # said even where it changed nothing
         reason = outcome.reason if planned is None else f"{outcome.reason}; {planned.describe()}"
         entry = self.entry(
             outcome.action,
             reason,
             self.last_iteration,
-            frame,
+            it.frame,
             decision.params_before,
             outcome.params_after,
-            objective=objective,
+            objective=it.objective,
             mode=outcome.mode,
             mode_reason=outcome.mode_reason,
-            decided_at=decided_at,
+            decided_at=it.decided_at,
         )
         self.append_lineage(entry, decision.donor if outcome.action == REPLACE else None)
         log.info(
@@ -599,6 +540,12 @@ class PbtMember:
             f" [{outcome.mode}]" if outcome.mode else "",
             reason,
         )
+        self.workspace.keep_population_best(it.best)
+        try:
+            self.workspace.cleanup(it.peers)
+        except WorkspaceError as exc:
+            outlive(self.pbt, exc, f"could not apply retention at iteration {self.last_iteration}", self.last_iteration)
+            self.write_failing = True
 
     def flush_lineage(self) -> bool:
         """Append the pending lineage entries; True when nothing is pending."""

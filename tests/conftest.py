@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -36,6 +36,14 @@ def bash_commands(text: str) -> List[str]:
         joined = re.sub(r"\\\n\s*", "", block)
         commands += [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     return commands
+
+
+def decide_only(member: Any, frame: int, objective: Optional[float], state: Dict[str, Any], returns: List[float],
+                mixed: bool = False) -> Any:
+    """A member's decide step alone (a PBT iteration without its act and record steps): the
+    Decision, or None when the workspace could not be written."""
+    with member.iteration(frame, objective, state, returns, mixed) as it:
+        return None if it is None else it.decision
 
 
 def worker_env(extra_pythonpath: Optional[str] = None) -> Dict[str, str]:

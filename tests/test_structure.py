@@ -190,7 +190,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("tools", ("pbt.tools.*",)),
     ("rl_games glue", ("pbt.rl_games.*",)),
     ("tasks", ("pbt.tasks.*",)),
-    ("member", ("pbt.member", "pbt.restart", "pbt.pacing", "pbt.elastic", "pbt.objective")),
+    ("member", ("pbt.member", "pbt.iteration", "pbt.restart", "pbt.pacing", "pbt.elastic", "pbt.objective")),
     ("config", ("pbt.config", "pbt.resolvers", "pbt.groups")),
     ("curriculum", ("pbt.curriculum.*",)),
     ("selection", ("pbt.selection.*",)),

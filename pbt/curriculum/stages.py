@@ -1,7 +1,7 @@
 """A member's way through the curriculum: when it moves on, whom it is ranked against, what it
 restarts from. Pure functions and one small state object; no I/O, no torch (Python 3.8).
 
-Rules (docs: README "PBT across a curriculum"):
+Rules (docs/guides/curriculum.md):
 
 * **Advancing.** A member leaves stage ``s`` at a PBT iteration when it trained ``frames`` env frames
   in ``s``, or when its objective of that iteration (a whole interval measured in ``s``) reached

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Optional
 
 from pbt.curriculum.stages import StageState
-from pbt.member import Outcome, kept
+from pbt.iteration import Outcome, kept
 from pbt.selection import Decision
 from pbt.storage.lineage import INPLACE
 

@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Mapping, Optional
 from rl_games.common.algo_observer import AlgoObserver
 
 from pbt.errors import ConfigError, PbtError, WorkspaceError, did_you_mean
-from pbt.member import Outcome, PbtMember
+from pbt.iteration import Outcome
+from pbt.member import PbtMember
 from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
 from pbt.pacing import wait_for_peers
 from pbt.rl_games.agent import AgentAdapter

@@ -3,6 +3,7 @@ overwrite, restart argv that keeps the run name."""
 import copy
 
 import pytest
+from conftest import decide_only
 
 from pbt.errors import ConfigError
 from pbt.member import PbtMember, interval_start
@@ -101,16 +102,16 @@ def test_records_carry_hyperparameter_change_points_and_gains_across_a_replaceme
     member.startup()
     member.started(0)
     first = dict(member.params)
-    member.iterate(1000, 1.0, {"w": 1}, [])
-    member.iterate(2000, 2.0, {"w": 1}, [])
+    decide_only(member, 1000, 1.0, {"w": 1}, [])
+    decide_only(member, 2000, 2.0, {"w": 1}, [])
     changed = {**first, "train.params.config.learning_rate": 5e-4}
     member.exploited(2000, changed, replaced=False)  # a mutation: the objective history goes on
-    record = member.iterate(3000, 4.0, {"w": 1}, []) and member.workspace.latest_record(1)
+    record = decide_only(member, 3000, 4.0, {"w": 1}, []) and member.workspace.latest_record(1)
     assert record.param_history == {1: first, 3: changed} and record.gains == {2: 1.0, 3: 2.0}
     member.exploited(3000, first, replaced=True)  # a donor's weights: no gain across it, the log stays
-    record = member.iterate(4000, 9.0, {"w": 1}, []) and member.workspace.latest_record(1)
+    record = decide_only(member, 4000, 9.0, {"w": 1}, []) and member.workspace.latest_record(1)
     assert record.param_history == {1: first, 3: changed, 4: first} and record.gains == {2: 1.0, 3: 2.0}
-    member.iterate(5000, 10.0, {"w": 1}, [])
+    decide_only(member, 5000, 10.0, {"w": 1}, [])
     record = member.workspace.latest_record(1)
     assert record.gains == {2: 1.0, 3: 2.0, 5: 1.0} and sorted(record.history) == [4, 5]
     member.close()
@@ -132,10 +133,10 @@ def test_a_change_counts_its_gates_from_its_intervals_start(tmp_path):
     member = PbtMember(cfg, tmp_path / "run", [])
     member.startup()
     member.started(0)
-    member.iterate(40_960, 1.0, {"w": 1}, [1.0])
-    member.iterate(53_248, 1.0, {"w": 1}, [1.0])
+    decide_only(member, 40_960, 1.0, {"w": 1}, [1.0])
+    decide_only(member, 53_248, 1.0, {"w": 1}, [1.0])
     member.exploited(53_248, dict(member.params), replaced=True)
-    decision = member.iterate(61_440, 1.0, {"w": 1}, [1.0])  # the next iteration, 8,192 frames on
+    decision = decide_only(member, 61_440, 1.0, {"w": 1}, [1.0])  # the next iteration, 8,192 frames on
     assert "start_after" not in decision.reason and "not ready" not in decision.reason, decision.reason
     assert member.workspace.latest_record(1).frames_since_replace == 11_440
     member.close()

@@ -2,6 +2,7 @@
 built (fresh, resumed and restarted members), a due transition replaces the selection's decision,
 and peers of other stages are not ranked."""
 import pytest
+from conftest import decide_only
 
 from pbt.errors import ConfigError
 from pbt.member import PbtMember
@@ -56,16 +57,16 @@ def test_peers_of_another_stage_are_not_ranked_and_a_due_transition_is_the_decis
     member = PbtMember(make_cfg(ws), tmp_path / "run", [])
     member.startup()
     member.started(0)
-    decision = member.iterate(1000, 0.1, {"w": 1}, [])
+    decision = decide_only(member, 1000, 0.1, {"w": 1}, [])
     assert decision.action == KEEP and "1 objectives known" in decision.reason  # alone in stage 0
     assert member.workspace.latest_record(0).stage == 0
-    decision = member.iterate(2000, 0.1, {"w": 1}, [])  # 2000 frames in 'wide': moves on
+    decision = decide_only(member, 2000, 0.1, {"w": 1}, [])  # 2000 frames in 'wide': moves on
     assert decision.action == MUTATE and decision.donor is None and decision.reason.startswith("curriculum:")
     assert decision.params_after == decision.params_before  # continue: hyperparameters kept
     assert member.curriculum.pending is not None and member.curriculum.stage == 0  # not carried out yet
     member.enter_stage(member.curriculum.pending)
     member.exploited(2000, decision.params_after, replaced=False)
-    decision = member.iterate(3000, 0.1, {"w": 1}, [])
+    decision = decide_only(member, 3000, 0.1, {"w": 1}, [])
     assert decision.action == "replace" and decision.donor.policy_idx in (1, 2)  # now ranked with them
     assert member.workspace.latest_record(0).stage == 1 and member.workspace.latest_record(0).stage_frame == 2000
 
@@ -78,6 +79,6 @@ def test_reset_draws_anew_even_right_after_a_fresh_member_sampled_the_space(tmp_
                        tmp_path / "run", [])
     member.startup()  # samples the space with the generator that started() re-seeds the same way
     member.started(0)
-    decision = member.iterate(2000, 0.1, {"w": 1}, [])
+    decision = decide_only(member, 2000, 0.1, {"w": 1}, [])
     assert decision.reason.startswith("curriculum:") and "drawn from pbt.search_space" in decision.reason
     assert decision.params_after[LR] != decision.params_before[LR]

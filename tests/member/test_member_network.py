@@ -7,9 +7,11 @@ import logging
 from typing import Any, Dict
 
 import pytest
+from conftest import decide_only
 
 from pbt.errors import ConfigError
-from pbt.member import Outcome, PbtMember, plan_restart
+from pbt.iteration import Outcome
+from pbt.member import PbtMember, plan_restart
 from pbt.mutation.network import NetworkSpec
 from pbt.selection import KEEP, MUTATE, REPLACE
 from pbt.storage import Workspace
@@ -63,23 +65,24 @@ def test_the_explore_step_starts_from_the_donors_network(tmp_path: Any, kind: st
     member.startup()
     member.network.parameters = 193
     member.started(1000)
-    decision = member.iterate(1000, -5.0, {"model": {}}, [-5.0] * 8)
-    assert decision.action == REPLACE and decision.donor.policy_idx == 0
-    change = decision.network
-    assert change is not None and change.before == NetworkSpec((32,), "elu")
-    own = Workspace(ws, 1, 2).latest_record(1)
-    assert own.network == {"units": [16], "activation": "elu", "parameters": 193}
-    donor_params = decision.donor.params
-    unmutated = (donor_params, decision.params_before)  # the strategy's base: the donor's or its own
-    if kind == "hyperparameters":
-        assert decision.params_after not in unmutated and not change.changes_network
-    else:  # one kind per step: a network kind leaves the hyperparameters unmutated
-        assert decision.params_after in unmutated
-        assert change.changes_network == (kind == "architecture")
-    plan = plan_restart(member, decision, 1000, 1)
-    assert plan is None or f"train.params.network.mlp.units={list(change.after.units)}".replace(" ", "") in plan.argv
-    outcome = Outcome(decision.action, decision.reason, decision.params_after, "inplace", network=change, parameters=99)
-    member.record(decision, outcome, 1000, -5.0, decided_at=1.0)  # the record step adopts what was carried out
+    with member.iteration(1000, -5.0, {"model": {}}, [-5.0] * 8) as it:
+        decision = it.decision
+        assert decision.action == REPLACE and decision.donor.policy_idx == 0
+        change = decision.network
+        assert change is not None and change.before == NetworkSpec((32,), "elu")
+        own = Workspace(ws, 1, 2).latest_record(1)
+        assert own.network == {"units": [16], "activation": "elu", "parameters": 193}
+        donor_params = decision.donor.params
+        unmutated = (donor_params, decision.params_before)  # the strategy's base: the donor's or its own
+        if kind == "hyperparameters":
+            assert decision.params_after not in unmutated and not change.changes_network
+        else:  # one kind per step: a network kind leaves the hyperparameters unmutated
+            assert decision.params_after in unmutated
+            assert change.changes_network == (kind == "architecture")
+        plan = plan_restart(member, decision, 1000, 1)
+        assert plan is None or f"train.params.network.mlp.units={list(change.after.units)}".replace(" ", "") in plan.argv
+        outcome = Outcome(decision.action, decision.reason, decision.params_after, "inplace", network=change, parameters=99)
+        member.record(it, outcome)  # the record step adopts what was carried out
     entry = member.workspace.read_lineage(1)[-1]
     assert entry.network == {**change.after.to_dict(), "parameters": 99} and member.network.spec == change.after
     assert entry.mode == "inplace" and entry.donor == 0 and change.describe() in entry.reason
@@ -92,7 +95,7 @@ def test_keep_plans_no_network_change(tmp_path: Any) -> None:
     member = PbtMember(make_cfg(ws, kind="architecture", dbg_mode=False), tmp_path / "run", [])
     member.startup()
     member.started(1000)
-    decision = member.iterate(1000, -5.0, {"model": {}}, [-5.0] * 8)
+    decision = decide_only(member, 1000, -5.0, {"model": {}}, [-5.0] * 8)
     assert decision.action in (KEEP, MUTATE)
     assert (decision.network is None) == (decision.action == KEEP)
     cfg = copy.deepcopy(member.cfg)

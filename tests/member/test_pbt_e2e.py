@@ -80,10 +80,11 @@ def test_crippled_member_takes_the_donors_weights(pop, member):
 def test_no_exploit_on_the_last_epoch(monkeypatch):
     """A decision to replace that falls on the last epoch is logged as kept and not carried out
     (an in-place replace there reset the score buffers and the run ended without a result)."""
+    import contextlib
     from types import SimpleNamespace
 
     from pbt.rl_games.a2c import ContinuousPpoAdapter
-    from pbt.member import kept
+    from pbt.iteration import Iteration, kept
     from pbt.rl_games.exploit import Exploiter
     from pbt.selection import Decision
     from pbt.storage.record import Record
@@ -94,8 +95,9 @@ def test_no_exploit_on_the_last_epoch(monkeypatch):
     logged, acted = [], []
     algo = SimpleNamespace(get_full_state_weights=lambda: {}, epoch_num=7, frame=100,
                            model=SimpleNamespace(state_dict=lambda: {}))
-    member = SimpleNamespace(try_iterate=lambda *a: decision, curriculum=None,
-                             record=lambda d, outcome, *a: logged.append((outcome.action, outcome.reason)))
+    it = Iteration(decision, 100, 0.5, 0.0, {}, {})
+    member = SimpleNamespace(iteration=lambda *a: contextlib.nullcontext(it), curriculum=None,
+                             record=lambda it, outcome: logged.append((outcome.action, outcome.reason)))
     exploiter = Exploiter(member, ContinuousPpoAdapter(algo),  # type: ignore[arg-type]
                           score=SimpleNamespace(recent=[], mixed=False))  # type: ignore[arg-type]
     monkeypatch.setattr(exploiter, "exploit_inplace", lambda *a: acted.append("inplace") or kept(decision, "k"))

@@ -2,11 +2,13 @@
 and is logged once; a refused checkpoint is banned while it is that peer's newest; resumed
 hyperparameters that fail the scheme's check fall back to the configured ones; a mutation key that
 must never mutate stops the member before it starts."""
+import dataclasses
 import logging
 import math
 from pathlib import Path
 
 import pytest
+from conftest import decide_only
 
 from pbt.errors import ConfigError
 from pbt.member import PbtMember
@@ -48,11 +50,11 @@ def test_a_leader_with_junk_hyperparameters_is_refused_and_logged_once(tmp_path:
         with caplog.at_level(logging.WARNING, logger="pbt.member"):
             for iteration in (1, 2, 3):
                 peer.publish(iteration, iteration * 1000, 100.0, {LR: "abc", GAMMA: 0.9}, b"peer %d" % iteration)
-                decision = member.try_iterate(iteration * 1000, 1.0, {}, [1.0])
+                decision = decide_only(member, iteration * 1000, 1.0, {}, [1.0])
                 assert decision is not None and decision.action == KEEP and decision.donor is None
         assert caplog.text.count("refusing member 1 as a donor: 'train.params.config.learning_rate': 'abc'") == 1
         peer.publish(4, 4000, 100.0, {LR: 2e-3, GAMMA: 0.9}, b"peer 4")  # fixed: taken again
-        assert member.try_iterate(4000, 1.0, {}, [1.0]).action == REPLACE
+        assert decide_only(member, 4000, 1.0, {}, [1.0]).action == REPLACE
     finally:
         member.close()
 
@@ -63,11 +65,11 @@ def test_a_refused_checkpoint_is_banned_while_it_is_the_peers_newest(tmp_path: P
     peer = Workspace(ws, 1, 2)
     try:
         record = peer.publish(1, 1000, 100.0, {LR: 2e-3, GAMMA: 0.9}, b"peer 1")
-        assert member.try_iterate(1000, 1.0, {}, [1.0]).action == REPLACE
+        assert decide_only(member, 1000, 1.0, {}, [1.0]).action == REPLACE
         member.refuse_donor(1, "its checkpoint does not fit this agent (test)", record.checksum)
-        assert member.try_iterate(1500, 1.0, {}, [1.0]).action == KEEP  # same record: banned
+        assert decide_only(member, 1500, 1.0, {}, [1.0]).action == KEEP  # same record: banned
         peer.publish(2, 2000, 100.0, {LR: 2e-3, GAMMA: 0.9}, b"peer 2")
-        assert member.try_iterate(2000, 1.0, {}, [1.0]).action == REPLACE  # a new checkpoint is checked anew
+        assert decide_only(member, 2000, 1.0, {}, [1.0]).action == REPLACE  # a new checkpoint is checked anew
     finally:
         member.close()
 
@@ -109,25 +111,27 @@ def test_the_record_step_writes_what_the_act_step_did(tmp_path: Path) -> None:
     """decide -> act -> record: an outcome that kept the member's weights because the donor's
     checkpoint does not fit refuses that donor and is logged as a keep; one carried out in place puts
     the new hyperparameters in force and is logged as what it was."""
-    from pbt.member import Outcome, kept
+    from pbt.iteration import Outcome, kept
 
     ws = tmp_path / "ws"
     member = member_with_fake_checkpoints(tmp_path, ws)
     peer = Workspace(ws, 1, 2)
     try:
         record = peer.publish(1, 1000, 100.0, {LR: 2e-3, GAMMA: 0.9}, b"peer 1")
-        decision = member.try_iterate(1000, 1.0, {}, [1.0])
-        assert decision.action == REPLACE
-        refusal = kept(decision, "does not fit", refused=(1, "its checkpoint does not fit this agent", record.checksum))
-        member.record(decision, refusal, 1000, 1.0, decided_at=5.0)
+        with member.iteration(1000, 1.0, {}, [1.0]) as it:
+            decision = it.decision
+            assert decision.action == REPLACE
+            refusal = kept(decision, "does not fit", refused=(1, "its checkpoint does not fit this agent", record.checksum))
+            member.record(dataclasses.replace(it, decided_at=5.0), refusal)
         entry = member.workspace.read_lineage()[-1]
         assert (entry.action, entry.donor, entry.mode, entry.decided_at) == (KEEP, None, None, 5.0)
         assert entry.params_after == entry.params_before == decision.params_before
-        assert member.try_iterate(1500, 1.0, {}, [1.0]).action == KEEP  # refused while that record is its newest
+        assert decide_only(member, 1500, 1.0, {}, [1.0]).action == KEEP  # refused while that record is its newest
         peer.publish(2, 2000, 100.0, {LR: 2e-3, GAMMA: 0.9}, b"peer 2")
-        decision = member.try_iterate(2000, 1.0, {}, [1.0])
-        done = Outcome(REPLACE, decision.reason, dict(decision.params_after), "inplace")
-        member.record(decision, done, 2000, 1.0, decided_at=6.0)
+        with member.iteration(2000, 1.0, {}, [1.0]) as it:
+            decision = it.decision
+            done = Outcome(REPLACE, decision.reason, dict(decision.params_after), "inplace")
+            member.record(dataclasses.replace(it, decided_at=6.0), done)
         entry = member.workspace.read_lineage()[-1]
         assert (entry.action, entry.donor, entry.donor_iteration, entry.mode) == (REPLACE, 1, 2, "inplace")
         assert member.params == decision.params_after and member.replaced_at_frame == member.start_frame == 2000

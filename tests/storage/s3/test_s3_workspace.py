@@ -243,6 +243,43 @@ def test_real_processes_one_member_per_index_and_a_killed_ones_lock_taken_over(s
         first.communicate()
 
 
+def test_a_members_whole_iteration_costs_one_listing(s3_url: str, tmp_path: Path) -> None:
+    """A real PbtMember's iteration on S3: decide (publish, scan, decide), act, and record (lineage,
+    best copy, retention) list the workspace once: the scan opened after publishing serves them all."""
+    from pbt.iteration import kept
+    from pbt.member import PbtMember
+
+    n = 4
+    for idx in range(1, n):
+        ws = Workspace(s3_url, idx, n)
+        ws.publish(1, 1000, float(idx), {}, CKPT)
+        MemberLiveness(ws.store, ws.own_key, idx, 30.0, 600.0).beat()
+    block = {"enabled": True, "policy_idx": 0, "num_policies": n, "workspace": s3_url, "interval_steps": 1000,
+             "mutation": {"train.params.config.learning_rate": "mutate_float"}, "start_after": 0,
+             "initial_delay": 0, "ready_after": 0, "heartbeat_interval": 30.0, "heartbeat_timeout": 600.0}
+    cfg = {"seed": 3, "checkpoint": "", "experiment": "exp",
+           "train": {"params": {"config": {"learning_rate": 1e-3}}}, "pbt": block}
+    member = PbtMember(cfg, tmp_path / "run", [])
+    member.startup()
+    member.workspace.retention = RetentionPolicy(keep_records=1, max_records=1, peer_margin=0)
+    member.started(0)
+    state = {"model": {"w": torch.arange(4.0)}}
+    try:
+        for iteration in (1, 2, 3):
+            member.workspace.store.requests.clear()
+            with member.iteration(iteration * 1000, 0.5, state, [0.5]) as it:
+                assert it is not None
+                member.record(it, kept(it.decision, it.decision.reason))
+            assert member.workspace.store.requests["list_objects_v2"] == 1, member.workspace.store.requests
+        own = sorted(n for n in member.workspace.store.list("000") if n.endswith(".yaml"))
+        assert own == ["000003.yaml"]  # retention ran in the record step
+        best = member.workspace.best_record()
+        assert best is not None and (best.policy_idx, best.objective) == (3, 3.0)  # so did the best copy
+        assert [e.action for e in member.workspace.read_lineage()][-3:] == ["keep"] * 3
+    finally:
+        member.close()
+
+
 def test_one_member_iteration_and_one_tool_snapshot_each_cost_one_listing(s3_url: str) -> None:
     from pbt.tools.snapshot import read_snapshot
 
@@ -254,7 +291,7 @@ def test_one_member_iteration_and_one_tool_snapshot_each_cost_one_listing(s3_url
         MemberLiveness(ws.store, ws.own_key, idx, 30.0, 600.0).beat()
     me = Workspace(S3Store(s3_url), 0, n)
     own = me.publish(2, 200, 0.0, {}, CKPT)
-    with me.store.scan():  # what pbt/member.py does in one PBT iteration
+    with me.store.scan():  # a PBT iteration's workspace calls (a real member's: the test above)
         peers = me.latest_records(max_iteration=2)
         peers[0] = own
         assert all(peer_status(me.store, me.member_key(i), 600.0).state == ALIVE for i in range(1, n))
