@@ -69,8 +69,8 @@ def test_short_keys_is_linear_in_the_keys_length() -> None:
                                 "train.params.config.tau": "tau", "a.b": "a.b", "b": "b"}
 
 
-@pytest.mark.parametrize("key", ["train_dir", "task", "task.name", "experiment", "checkpoint", "pbt.workspace",
-                                 "train.params.algo.name", "hydra.run.dir", "max_frames"])
+@pytest.mark.parametrize("key", ["train_dir", "task", "task.name", "task.kind", "experiment", "checkpoint",
+                                 "pbt.workspace", "train.params.algo.name", "hydra.run.dir", "max_frames"])
 def test_replay_refuses_keys_pbt_never_changes(key: str) -> None:
     with pytest.raises(ConfigError, match="never changes in PBT"):
         parse_schedule({"steps": [{"frame": 0, "params": {key: "evil:Module"}}]}, "schedule.yaml")
