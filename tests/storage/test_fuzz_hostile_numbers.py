@@ -49,6 +49,7 @@ FIELDS = ("objective", "time", "frame", "iteration", "frames_since_replace", "po
           "stage_frame")
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEWER = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+GP = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a GP fit each
 SPACE = {LR: {"type": "loguniform", "low": 1e-5, "high": 1e-2}}
 DIMS = continuous_dims(parse_space("fuzz", SPACE))
 STRATEGIES: List[Dict[str, Any]] = [
@@ -135,7 +136,7 @@ def test_records_with_extreme_numbers_are_refused_or_bounded_and_every_strategy_
     decide_all(peers, seed, significance, STRATEGIES)
 
 
-@FEWER
+@GP
 @given(peers=st.lists(record_changes, min_size=1, max_size=4), seed=st.integers(0, 3),
        significance=st.sampled_from([None, 0.05]))
 def test_pb2_fits_its_gp_only_to_bounded_data_of_such_records(peers: List[Dict[str, Any]], seed: int,
@@ -144,7 +145,7 @@ def test_pb2_fits_its_gp_only_to_bounded_data_of_such_records(peers: List[Dict[s
     decide_all(peers, seed, significance, [PB2])
 
 
-@FUZZ
+@FEWER
 @given(peers=st.lists(record_changes, min_size=1, max_size=4),
        interval=st.one_of(st.integers(1, 2 ** 20), st.sampled_from([1000, 2 ** 53])),
        max_frames=st.one_of(st.none(), st.integers(-5, 2 ** 60), st.sampled_from([0, 10 ** 6, 2 ** 53])))
@@ -225,7 +226,7 @@ lock_changes = st.dictionaries(st.sampled_from(["pid", "host", "token", "proc_st
                                st.one_of(EXTREME, st.text(max_size=2000)), max_size=3)
 
 
-@FUZZ
+@FEWER
 @given(changes=lock_changes, raw=st.one_of(st.none(), st.binary(max_size=64)))
 def test_locks_with_extreme_numbers_are_refused_or_bounded(tmp_path_factory: Any, changes: Dict[str, Any],
                                                            raw: Any) -> None:
@@ -246,7 +247,7 @@ LOG_NAMES = st.one_of(st.text(max_size=14), st.from_regex(r"[pb][0-9]{10}", full
                                        "p-000000001", "p000000000\u0663", "P0000000000"]))
 
 
-@FUZZ
+@FEWER
 @given(names=st.lists(LOG_NAMES, max_size=30))
 def test_object_log_names_are_parsed_or_ignored(names: List[str]) -> None:
     base, live, covered = parse_log_names(names)
@@ -267,7 +268,7 @@ STEPS = st.lists(st.fixed_dictionaries({"frame": st.one_of(EXTREME, st.integers(
                                         "params": st.dictionaries(SCHEDULE_KEYS, JSON, max_size=3)}), max_size=4)
 
 
-@FUZZ
+@FEWER
 @given(document=st.one_of(JSON, STEPS, st.fixed_dictionaries({"steps": STEPS})))
 def test_replay_schedules_are_refused_or_clean(document: Any) -> None:
     try:
@@ -296,7 +297,7 @@ SPEC = st.fixed_dictionaries(
 LIMITS = NetworkMutationConfig()
 
 
-@FUZZ
+@FEWER
 @given(data=st.one_of(SPEC, JSON), kind=st.sampled_from(KINDS), seed=st.integers(0, 3))
 def test_deep_and_wide_network_specs_are_refused_or_within_the_limits(data: Any, kind: str, seed: int) -> None:
     try:
