@@ -48,6 +48,7 @@ FROZEN_KEYS: Dict[str, str] = {
             "task",
             "task_name",
             "task.name",
+            "task.kind",
             "train.params.seed",
             "train.params.config.name",
             "train.params.config.full_experiment_name",

@@ -24,6 +24,8 @@ import yaml
 from pbt.errors import ConfigError, PbtError
 from pbt.mutation.explore import frozen_reason
 from pbt.rl_games.agent import CONFIG, AgentAdapter
+from pbt.storage.bounds import MAX_FRAMES
+from pbt.storage.record import MAX_PARAM_INT
 from pbt.tools.display import printable
 
 log = logging.getLogger("pbt.replay")
@@ -51,6 +53,11 @@ class TimedChange:
 
 
 def _plain_value(value: Any, where: str, in_list: bool = False) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= MAX_PARAM_INT:
+        raise ConfigError(
+            f"{where} is an int of {len(str(abs(value)))} digits; a schedule holds what records hold (ints "
+            f"below 2**63). Fix the schedule file."
+        )
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
     if isinstance(value, list) and len(value) <= 64:  # a list-valued key (an evolved network's units)
@@ -85,11 +92,10 @@ def parse_schedule(document: Any, source: str = "<schedule>") -> List[ScheduleSt
         if (
             isinstance(frame, bool)
             or not isinstance(frame, (int, float))
-            or not math.isfinite(frame)
-            or frame < 0
+            or not 0 <= frame <= MAX_FRAMES  # compared as it is: float() of a 400-digit int overflows; NaN fails
             or float(frame) != int(frame)
         ):
-            raise ConfigError(f"{where}: frame must be a whole number >= 0, got {frame!r}.")
+            raise ConfigError(f"{where}: frame must be a whole number in 0..{MAX_FRAMES}, got {frame!r:.80}.")
         params = item["params"]
         if not isinstance(params, Mapping):
             raise ConfigError(f"{where}: params must map full config keys to values, got {type(params).__name__}.")

@@ -69,12 +69,22 @@ def test_short_keys_is_linear_in_the_keys_length() -> None:
                                 "train.params.config.tau": "tau", "a.b": "a.b", "b": "b"}
 
 
-@pytest.mark.parametrize("key", ["train_dir", "task", "task.name", "experiment", "checkpoint", "pbt.workspace",
-                                 "train.params.algo.name", "hydra.run.dir", "max_frames"])
+@pytest.mark.parametrize("key", ["train_dir", "task", "task.name", "task.kind", "experiment", "checkpoint",
+                                 "pbt.workspace", "train.params.algo.name", "hydra.run.dir", "max_frames"])
 def test_replay_refuses_keys_pbt_never_changes(key: str) -> None:
     with pytest.raises(ConfigError, match="never changes in PBT"):
         parse_schedule({"steps": [{"frame": 0, "params": {key: "evil:Module"}}]}, "schedule.yaml")
     assert parse_schedule({"steps": [{"frame": 0, "params": {LR: 1e-3}}]}, "s")[0].params == {LR: 1e-3}
+
+
+@pytest.mark.parametrize("frame", [10 ** 400, 1e308, 2 ** 53 + 1, math.inf, math.nan, -1])
+def test_replay_refuses_frames_beyond_the_bounds_without_overflowing(frame: float) -> None:
+    # a 400-digit frame raised OverflowError (math.isfinite of an int), 1e308 was taken as a frame
+    with pytest.raises(ConfigError, match="frame must be a whole number in 0..9007199254740992"):
+        parse_schedule({"steps": [{"frame": frame, "params": {LR: 1e-3}}]}, "schedule.yaml")
+    with pytest.raises(ConfigError, match="an int of 401 digits"):
+        parse_schedule({"steps": [{"frame": 0, "params": {LR: 10 ** 400}}]}, "schedule.yaml")
+    assert parse_schedule({"steps": [{"frame": 2 ** 53, "params": {LR: 2 ** 62}}]}, "s")[0].frame == 2 ** 53
 
 
 def test_analyze_survives_extreme_hyperparameter_values_in_a_lineage(tmp_path: Path) -> None:
