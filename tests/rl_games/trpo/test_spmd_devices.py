@@ -2,7 +2,9 @@
 GPU (``cuda:<LOCAL_RANK>``, Isaac Gym's Vulkan device the physical one behind a numeric mask), its envs
 get their own seed (offset by ``RANK``), and rank 0's agent reaches the others as CPU copies (a pickled
 CUDA tensor is unpickled onto rank 0's GPU on every rank). Devices are named, never used, so no CUDA is
-needed; torch.distributed is replaced by a recorder for the broadcast."""
+needed; torch.distributed is replaced by a recorder for the broadcast. Rank 0, the only rank running PBT,
+takes its actions (hyperparameters, a donor's weights, a restore) without a collective: checked with a
+torch.distributed whose collectives fail."""
 from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
@@ -127,3 +129,89 @@ def test_rl_games_start_of_training_broadcast_is_sent_as_cpu_copies(monkeypatch:
     live = {t.data_ptr() for t in model.state_dict().values()}
     sent = tensors(recorder.sent[0])
     assert sent and all(t.device.type == "cpu" and t.data_ptr() not in live for t in sent)
+
+
+class Lonely:
+    """torch.distributed for rank 0 of 2 whose rank 1 is elsewhere (training, or waiting in its own
+    collective): a collective run by rank 0 alone would hang there (or pair with another one), so here
+    each raises, and is recorded in case something catches it."""
+
+    ReduceOp = torch.distributed.ReduceOp
+
+    def __init__(self) -> None:
+        self.alone: List[str] = []
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_backend(self) -> str:
+        return "gloo"
+
+    def get_rank(self) -> int:
+        return 0
+
+    def get_world_size(self) -> int:
+        return 2
+
+    def _alone(self, name: str) -> None:
+        self.alone.append(name)
+        raise AssertionError(f"rank 0 ran torch.distributed.{name} alone")
+
+    def broadcast(self, *args: Any, **kwargs: Any) -> None:
+        self._alone("broadcast")
+
+    def all_reduce(self, *args: Any, **kwargs: Any) -> None:
+        self._alone("all_reduce")
+
+    def broadcast_object_list(self, *args: Any, **kwargs: Any) -> None:
+        self._alone("broadcast_object_list")
+
+    def barrier(self, *args: Any, **kwargs: Any) -> None:
+        self._alone("barrier")
+
+
+def test_rank_0_takes_pbt_actions_alone_without_a_collective(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Only rank 0 runs PBT: changing hyperparameters, loading a donor's weights and restoring a
+    checkpoint must not run a collective there (rl_games' ``update_lr`` broadcasts), else rank 0 hangs
+    until the NCCL timeout. The other ranks take the change at the next rollout (``follow_rank0``)."""
+    import copy
+
+    from rl_games.common import a2c_common
+
+    from pbt.rl_games import make_adapter
+    from pbt.rl_games.agent import CONFIG
+    from pbt.rl_games.runner import build_runner, create_agent
+    from pbt.storage.checkpoints import model_fingerprint
+
+    lonely = Lonely()
+    monkeypatch.setattr(spmd, "dist", lonely)
+    monkeypatch.setattr(a2c_common, "dist", lonely)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    cfg = compose(["train.params.config.multi_gpu=True", "sim_device=cpu", "rl_device=cpu", "num_envs=8",
+                   "torch_threads=1", "train.params.config.horizon_length=16", "train.params.network.mlp.units=[16,16]",
+                   f"train_dir={tmp_path / 'runs'}", "experiment=rank0"])
+    runner = build_runner(cfg)
+    algo = create_agent(runner, "rank0")
+    assert (algo.multi_gpu, algo.world_size, algo.global_rank) == (True, 2, 0)
+    assert spmd._active(algo)  # the collectives would run for this agent
+    adapter = make_adapter(algo, runner.algo_name)
+    own = copy.deepcopy(adapter.full_state())
+
+    adapter.set_hyperparameters({CONFIG + "value_learning_rate": 1e-3, CONFIG + "max_kl_divergence": 0.005,
+                                 CONFIG + "gamma": 0.97})
+    assert algo.last_lr == 1e-3 and algo.optimizer.param_groups[0]["lr"] == 1e-3
+    assert algo.trpo.max_kl_divergence == 0.005 and algo.gamma == 0.97
+
+    donor = copy.deepcopy(own)
+    donor["model"] = {k: v + 0.5 if v.is_floating_point() else v for k, v in donor["model"].items()}
+    adapter.load_weights(donor)
+    assert adapter.fingerprint() == model_fingerprint(donor["model"]) != model_fingerprint(own["model"])
+    assert algo.optimizer.param_groups[0]["lr"] == 1e-3  # the member's own lr, not the donor's
+
+    adapter.restore(own, {"value_learning_rate": 2e-4})
+    assert adapter.fingerprint() == model_fingerprint(own["model"])
+    assert algo.last_lr == 2e-4 and algo.optimizer.param_groups[0]["lr"] == 2e-4
+    assert algo.generation == 3  # each action is sent to the other ranks before the next rollout
+    assert lonely.alone == []
