@@ -38,7 +38,7 @@ ACCOUNTS: List[Tuple[str, str, str]] = [
     ("README.md", r"pip install torch==2\.13\.0 && pip install -e \. && pbt-launch", "tests/launcher/test_first_run.py::test_main_job_as_printed_in_the_readme_shows_pbt_working"),
     ("docs/get-started.md", r"pip install torch==2\.13\.0 && pip install -e \. && pbt-launch", "tests/launcher/test_first_run.py::test_main_job_as_printed_in_the_readme_shows_pbt_working"),
     ("", r"pip install torch==2\.13\.0 && pip install -e \"\.\[test", "tests/test_tiers.py::test_the_readme_and_ci_run_the_tiers_the_same_way"),
-    ("", r'python -m pytest -m ""$', "tests/test_tiers.py::test_the_readme_and_ci_run_the_tiers_the_same_way"),
+    ("", r'python -m pytest -m "" -n 2 --dist loadfile$', "tests/test_tiers.py::test_the_readme_and_ci_run_the_tiers_the_same_way"),
     ("docs/get-started.md", r"python -m pbt\.train task=Pendulum max_frames=1000000", HERE),
     # -- guides run by tests/test_readme_examples.py and other tests
     ("docs/guides/population-by-hand.md", r"python -m pbt\.train task=Pendulum pbt=pbt_default pbt\.policy_idx=i", "tests/test_readme_examples.py::test_hand_run_population_exploits_as_printed"),
