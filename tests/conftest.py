@@ -46,6 +46,20 @@ def decide_only(member: Any, frame: int, objective: Optional[float], state: Dict
         return None if it is None else it.decision
 
 
+def donor_led(entry: Any) -> bool:
+    """Whether a replace's donor (a lineage entry's) led when its weights were taken. The entry keeps
+    the newest objectives; where the donor's record is of an earlier iteration than the member's own
+    (equal experience, pairwise), the ranking compared it moved by the member's own progress since,
+    and the threshold rule's reason gives that number ("leader 2 objective -37.89")."""
+    if entry.donor_objective is None or entry.objective is None:
+        return False
+    if entry.donor_iteration is not None and entry.donor_iteration < entry.iteration:
+        compared = re.search(rf"leader {entry.donor} objective (-?[\d.e+-]+|inf)", entry.reason)
+        if compared is not None:
+            return float(compared.group(1)) > entry.objective
+    return bool(entry.donor_objective > entry.objective)
+
+
 def worker_env(extra_pythonpath: Optional[str] = None) -> Dict[str, str]:
     env = dict(os.environ)
     paths = [str(REPO)] + ([extra_pythonpath] if extra_pythonpath else [])

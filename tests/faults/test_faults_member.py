@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import decide_only
 from faults_util import fill, remount, tmpfs
 from pbt.errors import ConfigError, WorkspaceError
 from pbt.member import PbtMember
@@ -105,23 +106,23 @@ def test_write_errors_retry_at_the_next_interval_or_fail(tmp_path: Path, caplog,
         for m in (member, failing):
             publish_bytes(m, 30_000)
             m.started(0)
-        assert member.try_iterate(0, 0.0, {}, []) is not None
+        assert decide_only(member, 0, 0.0, {}, []) is not None
         if fault == "read-only":
             remount(mnt, "ro")
         else:
             fill(mnt / "filler")
         with caplog.at_level(logging.INFO, logger="pbt.member"):
-            assert member.try_iterate(1000, -1.0, {}, []) is None  # logged; training goes on
+            assert decide_only(member, 1000, -1.0, {}, []) is None  # logged; training goes on
             member.append_lineage(member.entry("keep", "kept while failing", 1, 1000, {}, {}, objective=-1.0))
             if fault == "read-only":  # (a full disk may still take a short line in a block's slack)
                 assert member.lineage.pending  # kept in memory, not lost
             with pytest.raises(WorkspaceError):
-                failing.try_iterate(1000, -1.0, {}, [])
+                decide_only(failing, 1000, -1.0, {}, [])
             if fault == "read-only":
                 remount(mnt, "rw")
             else:
                 os.unlink(str(mnt / "filler"))
-            assert member.try_iterate(2000, -1.0, {}, []) is not None
+            assert decide_only(member, 2000, -1.0, {}, []) is not None
         assert "could not publish iteration 1" in caplog.text and "pbt.on_write_error=retry" in caplog.text
         assert ("Read-only file system" if fault == "read-only" else "No space left on device") in caplog.text
         assert "writable again" in caplog.text

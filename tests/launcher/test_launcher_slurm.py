@@ -349,6 +349,7 @@ def test_smoke_population_trains_on_slurm_and_a_cancelled_member_resumes(slurm_c
     resubmitted with the generated submit.sh and resumes from its newest checkpoint.
     """
     from pbt.storage import WorkspaceReader
+    from pbt.storage.format import LOCK_FILE
 
     train_dir = tmp_path / "train"
     result = subprocess.run([sys.executable, "-m", "pbt.launcher.run", "--run=experiments.smoke_pbt", "--backend=slurm",
@@ -364,7 +365,10 @@ def test_smoke_population_trains_on_slurm_and_a_cancelled_member_resumes(slurm_c
         wait_until(lambda: workspace.latest_record(3) is not None, 150, "member 3's first record", poll=1.0)
         assert _slurm("scancel", f"{job}_3").returncode == 0
         wait_until(lambda: job_state(f"{job}_3") == "CANCELLED", 30, "member 3 to be cancelled")
+        # Slurm says CANCELLED at once; the process still saves its state (SIGTERM) and then releases its lock
+        wait_until(lambda: not (ws_root / "003" / LOCK_FILE).exists(), 60, "member 3's process to exit")
         cancelled_at = workspace.latest_record(3)
+        assert cancelled_at is not None, sorted(p.name for p in (ws_root / "003").iterdir())
         wait_until(lambda: all(job_state(f"{job}_{i}") == "COMPLETED" for i in range(3)), 240,
                    "members 0-2 to finish", poll=1.0)
         submit = subprocess.run(["bash", str(exp_dir / "slurm" / "submit.sh"), "3"], stdout=subprocess.PIPE,
