@@ -277,7 +277,11 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
     start = time.time()
     runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
     summary = summarize(observer, time.time() - start)
-    log.info(summary.line())
+    rank = int(os.environ.get("RANK", "0")) if cfg.train.params.config.get("multi_gpu", False) else 0
+    if rank == 0:
+        log.info(summary.line())
+    else:  # one SUMMARY per run: a follower's own frame counter is not the run's
+        log.info("rank %d of a multi-process run finished (rank 0 logs the run's SUMMARY)", rank)
     return summary
 
 
