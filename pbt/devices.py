@@ -13,6 +13,11 @@ def resolve_device(value: str) -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
+def global_rank() -> int:
+    """This process's rank in a multi-process (torchrun) run: ``RANK``, 0 when unset or empty."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
 def rank_device(device: str, local_rank: int) -> str:
     """A multi-process (torchrun) member's device on this rank: every rank is started with the same
     arguments, so any CUDA device (``auto`` resolved, ``cuda``, ``cuda:0``) becomes the rank's own

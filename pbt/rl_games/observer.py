@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from rl_games.common.algo_observer import AlgoObserver
 
+from pbt.devices import global_rank
 from pbt.errors import ConfigError, PbtError, WorkspaceError, did_you_mean
 from pbt.iteration import Outcome
 from pbt.member import PbtMember
@@ -87,7 +88,7 @@ def _follower_rank(cfg: Dict[str, Any]) -> bool:
             f"search only in-place keys ({', '.join(sorted(inplace))}) with pbt.restart_mode=inplace "
             "and no network mutation (pbt/mutation=default)."
         )
-    return int(os.environ.get("RANK", "0") or 0) > 0
+    return global_rank() > 0
 
 
 class WorkerObserver(AlgoObserver):

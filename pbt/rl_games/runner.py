@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pbt.config import ELASTIC
-from pbt.devices import default_torch_threads, physical_gpu, rank_device, resolve_device
+from pbt.devices import default_torch_threads, global_rank, physical_gpu, rank_device, resolve_device
 from pbt.errors import ConfigError
 from pbt.rl_games.trpo.settings import resolve_aliases
 from pbt.tasks.registry import TaskRef, build_task, prepare_backend, task_ref_of
@@ -109,7 +109,7 @@ def prepare_config(cfg: DictConfig) -> Dict[str, Any]:
     task_seed = plain.get("task", {}).get("seed")
     if multi_process and isinstance(task_seed, int) and not isinstance(task_seed, bool) and task_seed >= 0:
         # Each rank's envs their own stream (rl_games offsets only torch's seed by RANK).
-        plain["task"]["seed"] = task_seed + int(os.environ.get("RANK", "0") or 0)
+        plain["task"]["seed"] = task_seed + global_rank()
     return plain
 
 
@@ -277,7 +277,7 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
     start = time.time()
     runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
     summary = summarize(observer, time.time() - start)
-    rank = int(os.environ.get("RANK", "0")) if cfg.train.params.config.get("multi_gpu", False) else 0
+    rank = global_rank() if cfg.train.params.config.get("multi_gpu", False) else 0
     if rank == 0:
         log.info(summary.line())
     else:  # one SUMMARY per run: a follower's own frame counter is not the run's
