@@ -48,15 +48,14 @@ def decide_only(member: Any, frame: int, objective: Optional[float], state: Dict
 
 def donor_led(entry: Any) -> bool:
     """Whether a replace's donor (a lineage entry's) led when its weights were taken. The entry keeps
-    the newest objectives; where the donor's record is of an earlier iteration than the member's own
-    (equal experience, pairwise), the ranking compared it moved by the member's own progress since,
-    and the threshold rule's reason gives that number ("leader 2 objective -37.89")."""
+    the newest objectives; at equal experience (pairwise) the ranking compared the donor's objective
+    moved by the member's own progress since the pair's iteration, and the reason gives that number
+    (threshold: "leader 2 objective -37.89", DexPBT: "candidate 2 objective -37.89")."""
     if entry.donor_objective is None or entry.objective is None:
         return False
-    if entry.donor_iteration is not None and entry.donor_iteration < entry.iteration:
-        compared = re.search(rf"leader {entry.donor} objective (-?[\d.e+-]+|inf)", entry.reason)
-        if compared is not None:
-            return float(compared.group(1)) > entry.objective
+    compared = re.search(rf"(?:leader|candidate) {entry.donor} objective (-?[\d.e+-]+|inf)", entry.reason)
+    if compared is not None:
+        return float(compared.group(1)) > entry.objective
     return bool(entry.donor_objective > entry.objective)
 
 
