@@ -21,13 +21,15 @@ EPOCH_FRAMES = 4096
 
 
 def worker_cmd(idx: int, n: int, ws: Path, runs: Path, *extra: str, max_frames: int = 200_000,
-               interval: int = EPOCH_FRAMES, task: str = "Pendulum") -> List[str]:
-    """``python -m pbt.train`` for member ``idx`` of an ``n``-member population on CPU, one thread."""
+               interval: int = EPOCH_FRAMES, task: str = "Pendulum", heartbeat_timeout: float = 5) -> List[str]:
+    """``python -m pbt.train`` for member ``idx`` of an ``n``-member population on CPU, one thread.
+    ``heartbeat_timeout``: 5 s finds a killed peer fast; a population with exec restarts needs more
+    (a new interpreter's start-up leaves the heartbeat silent for 6-9 s, longer under load)."""
     return [sys.executable, "-m", "pbt.train", f"task={task}", "pbt=pbt_default", f"pbt.policy_idx={idx}",
             f"pbt.num_policies={n}", f"pbt.workspace={ws}", f"pbt.interval_steps={interval}", "pbt.start_after=0",
             "pbt.initial_delay=0", f"max_frames={max_frames}", "num_envs=128", "sim_device=cpu", "rl_device=cpu",
             "torch_threads=1", "experiment=fault", f"train_dir={runs}", "pbt.heartbeat_interval=0.5",
-            "pbt.heartbeat_timeout=5", *extra]
+            f"pbt.heartbeat_timeout={heartbeat_timeout:g}", *extra]
 
 
 class Worker:

@@ -46,8 +46,10 @@ def lineage(ws: Path, idx: int) -> List[Dict[str, Any]]:
 def population(tmp_path: Path, task: str, scheme: str, *extra: str) -> Tuple[Path, List[str]]:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     common = (f"pbt/mutation={scheme}", *ARCHITECTURE_ONLY, *extra)
-    cmds = [worker_cmd(0, 2, ws, runs, *common, max_frames=50_000, interval=4096, task=task),
-            worker_cmd(1, 2, ws, runs, *common, "pbt.restart_mode=exec", max_frames=50_000, interval=4096, task=task)]
+    # 120 s: member 1's exec restarts must not make it look dead to member 0 (which then keeps)
+    cmds = [worker_cmd(0, 2, ws, runs, *common, max_frames=50_000, interval=4096, task=task, heartbeat_timeout=120),
+            worker_cmd(1, 2, ws, runs, *common, "pbt.restart_mode=exec", max_frames=50_000, interval=4096, task=task,
+                       heartbeat_timeout=120)]
     logs = finish([Worker(cmd, tmp_path / f"w{i}.log", tmp_path) for i, cmd in enumerate(cmds)], 400)
     return ws, logs
 
