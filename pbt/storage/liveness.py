@@ -277,13 +277,17 @@ class PeerStatus:
     age: Optional[float] = None
     """Seconds since the last heartbeat (None: unknown)."""
     beat: Optional[Beat] = None
+    ahead: float = 0.0
+    """Seconds the heartbeat is dated after the judge's clock, when more than the allowed skew (a
+    clock far ahead, or a lie: stale whatever its age says); 0 otherwise."""
 
     def describe(self) -> str:
         if self.beat is None:
             return "no heartbeat"
         b = self.beat
         frame = "?" if b.frame is None else str(b.frame)
-        return f"last heartbeat {self.age:.0f} s ago from pid {b.pid} on {b.host} at frame {frame}, state {b.state}"
+        when = f"dated {self.ahead:.0f} s in the future" if self.ahead else f"{self.age:.0f} s ago"
+        return f"last heartbeat {when} from pid {b.pid} on {b.host} at frame {frame}, state {b.state}"
 
 
 def judge(beat: Optional[Beat], timeout: float, now: Optional[float] = None) -> PeerStatus:
@@ -294,7 +298,7 @@ def judge(beat: Optional[Beat], timeout: float, now: Optional[float] = None) -> 
     now = time.time() if now is None else now
     age = max(0.0, now - beat.last_seen)
     if is_future(beat.last_seen, now):  # a clock far ahead, or a lie: never alive for ever
-        return PeerStatus(STALE, age, beat)
+        return PeerStatus(STALE, age, beat, ahead=beat.last_seen - now)
     if beat.state == FINISHED:
         return PeerStatus(ALIVE, age, beat)
     return PeerStatus(STALE if age > timeout else ALIVE, age, beat)

@@ -120,6 +120,8 @@ def test_a_heartbeat_dated_in_the_future_is_stale_not_alive_for_ever() -> None:
     assert judge(soon, 30.0, now).state == ALIVE  # within the stated clock skew
     far = Beat(pid=1, host="h", token="t", time=now + 1e6, frame=1)
     assert judge(far, 30.0, now).state == STALE
+    assert "last heartbeat dated 1000000 s in the future from pid 1" in judge(far, 30.0, now).describe()
+    assert "dated" not in judge(soon, 30.0, now).describe()  # within the skew: "0 s ago"
     finished = Beat(pid=1, host="h", token="t", time=now + 1e6, frame=1, state="finished")
     assert judge(finished, 30.0, now).state == STALE
 
