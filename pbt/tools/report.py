@@ -13,6 +13,7 @@ from pbt.storage import LineageEntry
 from pbt.storage.local import atomic_write_bytes
 from pbt.storage.reader import resolved
 from pbt.tools.display import display_value
+from pbt.tools.families import families, family_lines
 from pbt.tools.snapshot import MemberView, Snapshot
 
 if TYPE_CHECKING:
@@ -250,6 +251,9 @@ def write_report(
         *md_table(EVENT_COLUMNS, event_rows),
         "",
     ]
+    family = family_lines(families(snapshot.lineages))
+    if family:
+        md += ["## Families", "", *family, ""]
     networks = network_rows(snapshot)
     if networks:
         md += [
@@ -282,6 +286,7 @@ def write_report(
         "<h2>Plots</h2>" + "".join(f"<p><img src='{html.escape(i)}' alt='{html.escape(i)}'></p>" for i in images),
         f"<h2>Members</h2>{html_table(member_columns, members)}",
         f"<h2>Lineage events</h2>{lines_html([LINEAGE_NOTE])}{html_table(EVENT_COLUMNS, event_rows)}",
+        f"<h2>Families</h2>{lines_html(family)}" if family else "",
         f"<h2>Networks</h2>{html_table(NETWORK_COLUMNS, networks)}" if networks else "",
         f"<h2>Curriculum stages</h2>{html_table(STAGE_COLUMNS, stages)}" if stages else "",
         "</body></html>",

@@ -19,6 +19,7 @@ from pbt_population import CRIPPLED, N, population
 from pbt.rl_games.a2c import CONTINUOUS_SETTERS as SETTERS
 from pbt.storage import LineageEntry
 from pbt.tools.analyze import IMAGES
+from pbt.tools.families import families, family_lines
 from pbt.tools.replay import load_schedule, plan
 from pbt.tools.schedule import reconstruct_schedule
 from pbt.tools.export import scored_records
@@ -103,6 +104,12 @@ def test_report_lineage_matches_lineage_files(pop, analysis):
     assert page.count("<tr>") == len(got) + N + 2  # two header rows
     for image in IMAGES:
         assert f"src='{image}'" in page
+    # the families: a replaced member is in its donor's family, and the report lists them
+    found = families({i: [LineageEntry.from_dict(e) for e in pop.lineage(i)] for i in range(N)})
+    assert any(len(members) > 1 for members in found.members().values())
+    assert "## Families" in report and "<h2>Families</h2>" in page
+    for line in family_lines(found):
+        assert line in report
 
 
 @pytest.mark.training
