@@ -10,11 +10,10 @@ early has thrown away the members that were slow to start (docs/benchmarks/outco
 """
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from pbt.storage import LineageEntry
-
-Lineages = Mapping[int, Sequence[LineageEntry]]
+from pbt.tools.schedule import Lineages
 
 
 @dataclass(frozen=True)
