@@ -140,10 +140,12 @@ def run_arm(
     play_episodes: int = 0,
     per_epoch: int = 0,
     target: Optional[float] = None,
+    common: Sequence[str] = (),
 ) -> Dict[str, Any]:
     """Train one arm and score it. ``per_epoch`` > 0 (--curve): members also save every 1/12 of the
     budget and their policies at 25/50/75% are played too (the curve); for a PBT arm with a
-    ``target`` (no-PBT's final best), also the frames at which its best member first reached it."""
+    ``target`` (no-PBT's final best), also the frames at which its best member first reached it.
+    ``common``: overrides given to every member of every arm, before its sample."""
     interval = max(frames // 12, 100_000)
     workspace = root / f"ws_{arm}"
     cmds = []
@@ -161,6 +163,7 @@ def run_arm(
             "torch_threads=1",
             f"experiment={arm}_{idx}",
             f"train_dir={root / arm}",
+            *common,
         ] + [f"{k}={v!r}" for k, v in hp.items()]
         if per_epoch:
             cmd.append(f"train.params.config.save_frequency={max(1, frames // (CURVE_STEPS * per_epoch))}")
@@ -220,9 +223,10 @@ def run_arm(
                 play_episodes,
                 root / f"{arm}.play.log",
                 also=existing,
+                overrides=common,
             )
         else:
-            played = play_batch(existing, task, play_episodes, root / f"{arm}.play.log")
+            played = play_batch(existing, task, play_episodes, root / f"{arm}.play.log", common)
         scores = [played[str(c)] if c is not None else math.nan for c in finals]
         if per_epoch:
             finite = [x for x in scores if math.isfinite(x)]
@@ -245,6 +249,7 @@ def run_arm(
                     task,
                     play_episodes,
                     root / f"{arm}.target.log",
+                    common,
                 )
     replaced = replaced_members(workspace, len(samples))
     return {**scored(scores, replaced), "seconds": seconds, **extra_results}
@@ -340,8 +345,8 @@ def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, An
     if not out.exists():
         return {}
     earlier = json.loads(out.read_text())
-    keys = ("task", "members", "frames", "num_envs", "search_space", "pbt_args", "play_episodes", "curve")
-    defaults = {"play_episodes": 0, "curve": False}  # runs from before the options existed
+    keys = ("task", "members", "frames", "num_envs", "search_space", "train_args", "pbt_args", "play_episodes", "curve")
+    defaults = {"play_episodes": 0, "curve": False, "train_args": []}  # runs from before the options existed
     if any(earlier["args"].get(k, defaults.get(k)) != getattr(args, k) for k in keys):
         raise SystemExit(
             f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
@@ -368,6 +373,13 @@ def main() -> None:
         "--search_space",
         default=None,
         help="draw the initial samples from this search space and give it to the PBT arms",
+    )
+    parser.add_argument(
+        "--train_args",
+        nargs="*",
+        default=[],
+        help="task/train overrides for every member of every arm, no-PBT included (a variant of the "
+        "task or of its training, e.g. train.params.config.lr_schedule=constant)",
     )
     parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for every PBT arm")
     parser.add_argument("--out", default="benchmarks/results/ablation_selection.json")
@@ -427,8 +439,8 @@ def main() -> None:
     if earlier is not None:
         mismatch = [
             k
-            for k in ("task", "frames", "num_envs", "search_space", "play_episodes", "curve")
-            if earlier["args"].get(k) != getattr(args, k)
+            for k in ("task", "frames", "num_envs", "search_space", "train_args", "play_episodes", "curve")
+            if earlier["args"].get(k, [] if k == "train_args" else None) != getattr(args, k)
         ]
         if mismatch or earlier["args"]["members"] < args.members:
             raise SystemExit(f"--no_pbt_from: {args.no_pbt_from} differs in {mismatch or ['members']}")
@@ -437,7 +449,7 @@ def main() -> None:
     if args.play_episodes > 0:  # the untrained policy's score: the offset of ratios over a random policy
         with tempfile.TemporaryDirectory() as tmp:
             meta["random_score"] = play_batch(
-                [Path("random")], args.task, args.play_episodes, Path(tmp) / "random.log"
+                [Path("random")], args.task, args.play_episodes, Path(tmp) / "random.log", args.train_args
             )["random"]
     for s in range(args.seed_sets):
         samples, seeds = seed_set(s, args.members, sampler)
@@ -473,6 +485,7 @@ def main() -> None:
                     args.play_episodes,
                     per_epoch,
                     target,
+                    args.train_args,
                 )
                 result["load_before"] = float(load)
                 if args.keep_dir:

@@ -136,12 +136,14 @@ def play_curve(
     episodes: int,
     log_path: Path,
     also: Sequence[Path] = (),
+    overrides: Sequence[str] = (),
 ) -> Tuple[Dict[str, Any], Dict[str, float]]:
     """Every member's policy at curve ``steps`` played: ({"steps", "frames" (per step, the first
     member's), "scores" (per step, per member), "best", "mean" (per step)}, the scores of the
-    checkpoints ``also``, played in the same batch)."""
+    checkpoints ``also``, played in the same batch). ``overrides``: as for :func:`play_batch`."""
     picked = member_curves(arm_dir, arm, members, frames, per_epoch, steps)
-    played = play_batch([*also, *[hit[1] for member in picked for hit in member.values()]], task, episodes, log_path)
+    checkpoints = [*also, *[hit[1] for member in picked for hit in member.values()]]
+    played = play_batch(checkpoints, task, episodes, log_path, overrides)
     scores = [[played[str(member[step][1])] if step in member else math.nan for member in picked] for step in steps]
     firsts = [next((member[step][0] for member in picked if step in member), None) for step in steps]
 
@@ -168,10 +170,12 @@ def frames_to_target(
     task: str,
     episodes: int,
     log_path: Path,
+    overrides: Sequence[str] = (),
 ) -> Dict[str, Any]:
     """The first curve step at which any member (the population's best then) plays at least
     ``target`` (no-PBT's final best): the quarter steps already played, then the steps before the
-    first quarter that reached it, played to refine. {"target", "step", "frames", "fraction", "refined"}."""
+    first quarter that reached it, played to refine. {"target", "step", "frames", "fraction", "refined"}.
+    ``overrides``: as for :func:`play_batch`."""
     reached = [step for step, best in zip(curve["steps"], curve["best"]) if best >= target]
     result: Dict[str, Any] = {"target": target, "step": None, "frames": None, "fraction": None, "refined": {}}
     if not reached:
@@ -181,7 +185,9 @@ def frames_to_target(
     refine = list(range((max(earlier) if earlier else 0) + 1, first))
     step = first
     if refine:
-        finer, _ = play_curve(arm_dir, arm, members, frames, per_epoch, refine, task, episodes, log_path)
+        finer, _ = play_curve(
+            arm_dir, arm, members, frames, per_epoch, refine, task, episodes, log_path, overrides=overrides
+        )
         result["refined"] = finer
         step = next((s for s, best in zip(refine, finer["best"]) if best >= target), first)
     hits = [m[step] for m in member_curves(arm_dir, arm, members, frames, per_epoch, [step]) if step in m]
