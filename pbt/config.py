@@ -96,7 +96,9 @@ class PbtConfig:
     workspace: str = "pbt_workspace"
     """Shared directory (relative to the working directory, or absolute) where members publish records."""
     interval_steps: int = 10_000_000
-    """Env frames between two PBT iterations (``iteration = frame // interval_steps``)."""
+    """Env frames between two PBT iterations (``iteration = frame // interval_steps``). An iteration runs
+    at the end of an epoch (num_envs x horizon_length frames), so an interval shorter than one epoch
+    means one iteration per epoch, with iteration numbers that skip (a start-up warning says so)."""
     max_lead: Optional[int] = 1
     """Pacing: a member more than this many PBT intervals (in frames) ahead of the slowest member
     still training waits at its PBT iteration, heartbeating ("waiting for peers" in status and

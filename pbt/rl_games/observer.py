@@ -39,6 +39,19 @@ DEFAULT_OBJECTIVE = "true_objective"
 EPISODE_LENGTH_KEY = "episode_length"
 
 
+def short_interval_warning(interval_steps: int, epoch_frames: int) -> Optional[str]:
+    """What to tell a user whose ``pbt.interval_steps`` is shorter than one epoch, or None: an
+    iteration runs at the end of an epoch, so such a member decides once per epoch, not once per
+    interval, and its iteration numbers skip."""
+    if epoch_frames <= 0 or interval_steps >= epoch_frames:
+        return None
+    return (
+        f"pbt.interval_steps={interval_steps} is shorter than one epoch ({epoch_frames} frames: num_envs x "
+        f"horizon_length): PBT runs once per epoch, not every {interval_steps} frames, and iteration numbers "
+        f"skip. Set pbt.interval_steps to {epoch_frames} or a multiple of it for one iteration per interval"
+    )
+
+
 def info_keys(infos: Any, prefix: str = "") -> List[str]:
     """Dotted keys of an infos dict (nested mappings flattened), for error messages."""
     if not isinstance(infos, Mapping):
@@ -160,6 +173,10 @@ class WorkerObserver(AlgoObserver):
 
             self.member.network.parameters = parameter_count(algo.model)
         if self.member is not None:
+            epoch_frames = int(getattr(algo, "batch_size_envs", 0) or 0) * int(getattr(algo, "world_size", 1) or 1)
+            warning = short_interval_warning(self.member.pbt.interval_steps, epoch_frames)
+            if warning:
+                log.warning(warning)
             self.member.started(self.start_frame)
             scalars = PbtScalars.for_member(algo.writer, self.member, self.start_frame)
             live = getattr(getattr(algo.vec_env, "task", None), "live_setters", None)
