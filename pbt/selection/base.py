@@ -26,7 +26,7 @@ from typing import (
     Union,
 )
 
-from pbt.sections import Section, require
+from pbt.sections import Section, require, require_choice
 from pbt.selection.population import View, diverged_significance, is_diverged, merge_params, population_view
 from pbt.selection.stats import welch_greater
 
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 KEEP = "keep"
 MUTATE = "mutate"
 REPLACE = "replace"
+INSIGNIFICANT_LEAD_ACTIONS = (MUTATE, KEEP)
+"""Values of ``pbt.insignificant_lead``."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,11 @@ class SelectionGates(Section):
     """Noise-aware replacement: replace weights only when the donor's recent per-episode
     objectives are higher than this member's with a one-sided Welch t-test p-value below this
     (as in the original PBT paper). null disables the test (means only)."""
+    insignificant_lead: str = MUTATE
+    """What an underperformer does when its donor's lead fails the significance test: "mutate" (keep
+    its weights, explore its hyperparameters) or "keep" (change nothing until the evidence is
+    significant). With a decision at every epoch, "mutate" random-walks an underperformer's
+    hyperparameters on leads that are noise."""
     equal_experience: bool = True
     """Rank members at equal experience, pairwise: each peer is compared with this member at the
     newest iteration both have an objective for (records carry their objective history), so fast
@@ -139,6 +146,7 @@ class SelectionGates(Section):
             "in (0, 1), or null to compare means only",
         )
         require(self.initial_delay >= 0, "initial_delay", self.initial_delay, ">= 0")
+        require_choice("insignificant_lead", self.insignificant_lead, INSIGNIFICANT_LEAD_ACTIONS, noun="actions")
 
     @property
     def ready_frames(self) -> int:
@@ -250,14 +258,29 @@ class Strategy(abc.ABC):
         carry_out: Optional[Callable[..., Decision]] = None,
     ) -> Decision:
         """Take ``donor``'s weights and hyperparameters when its lead passes the significance test (a
-        diverged member skips it), else keep own weights and hyperparameters; ``carry_out`` (default
-        :meth:`act`) then explores from there."""
+        diverged member skips it), else :meth:`not_significant`; ``carry_out`` (default :meth:`act`)
+        explores from the weights and hyperparameters taken."""
         carry_out = carry_out or self.act
         own_params = dict(own.record.params)
         significant, test = diverged_significance(own.record) or significance(donor, own.record, self.ctx.gates)
         if not significant:
-            return carry_out(own, None, own_params, f"{fallback}, lead not significant: {reason}{test}", rng)
+            return self.not_significant(own, f"{reason}{test}", rng, fallback, carry_out)
         return carry_out(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
+
+    def not_significant(
+        self,
+        own: MemberState,
+        reason: str,
+        rng: random.Random,
+        fallback: str = "mutate only",
+        carry_out: Optional[Callable[..., Decision]] = None,
+    ) -> Decision:
+        """A donor's lead failed the significance test: keep everything (``insignificant_lead=keep``),
+        else explore from own weights and hyperparameters with ``carry_out`` (default :meth:`act`)."""
+        if self.ctx.gates.insignificant_lead == KEEP:
+            return self.keep(own, f"keep (insignificant_lead=keep), lead not significant: {reason}")
+        carry_out = carry_out or self.act
+        return carry_out(own, None, dict(own.record.params), f"{fallback}, lead not significant: {reason}", rng)
 
     def decision(self, own: MemberState, donor: Optional["Record"], after: Mapping[str, Any], reason: str) -> Decision:
         """Replace (with ``donor``) or mutate, training next with ``after``."""

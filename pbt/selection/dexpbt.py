@@ -123,7 +123,7 @@ class DexPbt(Strategy):
                 take_donors = rng.random() < 0.5 or is_diverged(own.record)
                 base = merge_params(own_params, donor) if take_donors else own_params
                 return self.act(own, donor, base, f"replace: {numbers}{test}", rng)
-            return self.act(own, None, own_params, f"mutate only, lead not significant: {numbers}{test}", rng)
+            return self.not_significant(own, f"{numbers}{test}", rng)
         return self.act(own, None, own_params, f"mutate only, lead too small: {numbers}", rng)
 
 
