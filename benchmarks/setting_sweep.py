@@ -47,11 +47,20 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/setting_sweep.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    variants = [{"name": AS_SAMPLED, "overrides": []}] + [parse_variant(v) for v in args.variant]
+    if not Path(args.source).is_file():
+        raise SystemExit(
+            f"--from {args.source}: no such file; give an ablation result (benchmarks/results/ablation_*.json)"
+        )
     source = json.loads(Path(args.source).read_text())
     run = source["args"]
-    entry = next(s for s in source["sets"] if s["seed_set"] == args.seed_set)
+    entry = next((s for s in source["sets"] if s["seed_set"] == args.seed_set), None)
+    if entry is None or not 0 <= args.member < len(entry["samples"]):
+        raise SystemExit(
+            f"--seed_set {args.seed_set} --member {args.member}: {args.source} has seed sets "
+            f"{[s['seed_set'] for s in source['sets']]} of {run['members']} members"
+        )
     sample, seed = entry["samples"][args.member], entry["seeds"][args.member]
-    variants = [{"name": AS_SAMPLED, "overrides": []}] + [parse_variant(v) for v in args.variant]
     common = list(run.get("train_args") or [])
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
