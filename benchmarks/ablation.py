@@ -127,6 +127,35 @@ def run_members(cmds: Sequence[List[str]], logs: Sequence[Path]) -> float:
     return time.time() - start
 
 
+def member_command(
+    task: str,
+    frames: int,
+    num_envs: int,
+    seed: int,
+    experiment: str,
+    train_dir: Path,
+    common: Sequence[str],
+    sample: Dict[str, Any],
+) -> List[str]:
+    """One member's ``python -m pbt.train`` on the CPU, one torch thread: ``common`` overrides, then
+    its sample (every float written in full, so the run is the sample's)."""
+    return [
+        sys.executable,
+        "-m",
+        "pbt.train",
+        f"task={task}",
+        f"max_frames={frames}",
+        f"num_envs={num_envs}",
+        f"seed={seed}",
+        "sim_device=cpu",
+        "rl_device=cpu",
+        "torch_threads=1",
+        f"experiment={experiment}",
+        f"train_dir={train_dir}",
+        *common,
+    ] + [f"{k}={v!r}" for k, v in sample.items()]
+
+
 def run_arm(
     arm: str,
     task: str,
@@ -150,21 +179,7 @@ def run_arm(
     workspace = root / f"ws_{arm}"
     cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
-        cmd = [
-            sys.executable,
-            "-m",
-            "pbt.train",
-            f"task={task}",
-            f"max_frames={frames}",
-            f"num_envs={num_envs}",
-            f"seed={seed}",
-            "sim_device=cpu",
-            "rl_device=cpu",
-            "torch_threads=1",
-            f"experiment={arm}_{idx}",
-            f"train_dir={root / arm}",
-            *common,
-        ] + [f"{k}={v!r}" for k, v in hp.items()]
+        cmd = member_command(task, frames, num_envs, seed, f"{arm}_{idx}", root / arm, common, hp)
         if per_epoch:
             cmd.append(f"train.params.config.save_frequency={max(1, frames // (CURVE_STEPS * per_epoch))}")
         if arm != NO_PBT:

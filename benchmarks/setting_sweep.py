@@ -17,12 +17,12 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ablation import run_members  # noqa: E402  (beside this script; sys.path[0] when it runs)
+from ablation import member_command, run_members  # noqa: E402  (beside this script; sys.path[0] when it runs)
 from ablation_curve import final_checkpoint, play_batch  # noqa: E402
 
 log = logging.getLogger("setting_sweep")
@@ -64,27 +64,11 @@ def main() -> None:
     common = list(run.get("train_args") or [])
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        cmds: List[List[str]] = []
-        for i, variant in enumerate(variants):
-            cmds.append(
-                [
-                    sys.executable,
-                    "-m",
-                    "pbt.train",
-                    f"task={run['task']}",
-                    f"max_frames={run['frames']}",
-                    f"num_envs={run['num_envs']}",
-                    f"seed={seed}",
-                    "sim_device=cpu",
-                    "rl_device=cpu",
-                    "torch_threads=1",
-                    f"experiment=v{i}",
-                    f"train_dir={root}",
-                    *common,
-                ]
-                + [f"{k}={v!r}" for k, v in sample.items()]
-                + variant["overrides"]
-            )
+        cmds = [
+            member_command(run["task"], run["frames"], run["num_envs"], seed, f"v{i}", root, common, sample)
+            + variant["overrides"]
+            for i, variant in enumerate(variants)
+        ]
         seconds = run_members(cmds, [root / f"v{i}.log" for i in range(len(variants))])
         finals = [final_checkpoint(root / f"v{i}") for i in range(len(variants))]
         played = play_batch(
