@@ -1,8 +1,10 @@
 """Selection strategies with real worker processes sharing one workspace (Pendulum on CPU).
 
-- equal experience: the two crippled members (learning rate 1e-7) are also the fast ones
-  (mini_epochs 1 against 6), so they run far ahead of the healthy members; they are still judged
-  at equal frames and replaced before they finish, and then learn;
+- fast and crippled: the two crippled members (learning rate 1e-7) are also the fast ones
+  (mini_epochs 1 against 6); they are replaced by a healthy member before they finish, and then
+  learn. Pacing (``pbt.max_lead=1``) makes a member that gets ahead wait for the slowest, so
+  whether a given decision compares a healthy peer at an earlier iteration is the scheduler's
+  choice: this test does not ask for it (the pairwise rule itself: tests/selection/test_experience.py);
 - truncation and tournament: in a population of two healthy and two crippled members, a crippled
   member takes a healthy member's weights and learns (it may first copy the other crippled member,
   when the healthy ones have not reported yet).
@@ -71,7 +73,7 @@ def replacements(result: Dict[str, Any], idx: int) -> List[Dict[str, Any]]:
 
 
 @pytest.mark.training
-def test_fast_crippled_members_are_replaced_at_equal_experience_before_they_finish(tmp_path: Path) -> None:
+def test_fast_crippled_members_are_replaced_before_they_finish(tmp_path: Path) -> None:
     max_frames = 600_000
     speeds = {i: ["train.params.config.mini_epochs=" + ("1" if i in CRIPPLED else "6")] for i in range(N)}
     result = run_population(tmp_path, max_frames, speeds)
@@ -81,8 +83,6 @@ def test_fast_crippled_members_are_replaced_at_equal_experience_before_they_fini
         assert replaced, f"fast crippled member {idx} was never replaced:\n{result['logs'][idx][-3000:]}"
         first = replaced[0]
         assert first["iteration"] < last_iteration and first["donor"] not in CRIPPLED
-        # it ran ahead: ranked against the healthy members at their (earlier) iteration
-        assert "equal experience" in first["reason"], first["reason"]
         assert final_objective(result["logs"][idx]) > LEARNED, result["logs"][idx][-3000:]
     for idx in range(N):
         if idx not in CRIPPLED:
