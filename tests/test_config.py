@@ -440,6 +440,25 @@ def test_default_scheme_matches_the_shipped_train_config() -> None:
     assert isinstance(params["train.params.config.mini_epochs"], int)
 
 
+
+def test_reachers_focused_scheme_validates_against_the_reacher_config() -> None:
+    """``pbt/mutation=reacher_focus`` (the outcome benchmark's focused arm) names Reacher's keys and
+    functions that can take their values: the start-up check passes."""
+    pytest.importorskip("hydra")
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from pbt.mutation.scheme import validate_scheme
+    from pbt.resolvers import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
+        cfg = compose(config_name="config", overrides=["task=Reacher", "pbt=pbt_default", "pbt/mutation=reacher_focus"])
+    pbt_cfg = PbtConfig.from_mapping(OmegaConf.to_container(cfg.pbt, resolve=True))  # type: ignore[arg-type]
+    scheme = pbt_cfg.explore.mutation
+    assert "train.params.config.kl_threshold" in scheme and "train.params.config.learning_rate" not in scheme
+    validate_scheme(scheme, OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+
 # -- derived defaults ---------------------------------------------------------------------------------
 
 
