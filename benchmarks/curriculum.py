@@ -27,14 +27,8 @@ from typing import Any, Dict, List, Sequence
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
-from ablation import (  # noqa: E402
-    member_run_dir,
-    newest_checkpoint,
-    played_score,
-    replaced_members,
-    run_members,
-    seed_set,
-)
+from ablation import replaced_members, run_members, seed_set  # noqa: E402
+from ablation_curve import final_checkpoint, member_run_dir, played_score  # noqa: E402
 
 log = logging.getLogger("curriculum")
 ARMS = ("no_pbt", "continue", "reset")
@@ -70,7 +64,7 @@ def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], args: arg
             + [f"{k}={v!r}" for k, v in hp.items()] + list(args.pbt_args)
         )
     seconds = run_members(cmds, [root / f"{arm}_{i}.log" for i in range(len(samples))])
-    scores = [played_score(newest_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")), "Reacher",
+    scores = [played_score(final_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")), "Reacher",
                            args.play_episodes, root / f"{arm}_{i}.play.log") for i in range(len(samples))]
     replaced = replaced_members(workspace, len(samples))
     finite = [x for x in scores if math.isfinite(x)]
