@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Sequence
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
-from ablation import replaced_members, run_members, seed_set  # noqa: E402
+from ablation import member_command, replaced_members, run_members, seed_set  # noqa: E402
 from ablation_curve import final_checkpoint, member_run_dir, played_score  # noqa: E402
 
 log = logging.getLogger("curriculum")
@@ -53,16 +53,13 @@ def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], args: arg
     start_after = 10 * args.frames if arm == "no_pbt" else interval
     cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
-        cmds.append(
-            [sys.executable, "-m", "pbt.train", "task=Reacher", f"max_frames={args.frames}", f"num_envs={args.num_envs}",
-             f"seed={seed}", "sim_device=cpu", "rl_device=cpu", "torch_threads=1", f"experiment={arm}_{idx}",
-             f"train_dir={root / arm}", "pbt=pbt_default", f"pbt/curriculum={CURRICULUM}",
-             f"pbt.curriculum_mode={'reset' if arm == 'reset' else 'continue'}", f"pbt.policy_idx={idx}",
-             f"pbt.num_policies={len(samples)}", f"pbt.workspace={workspace}", f"pbt.interval_steps={interval}",
-             f"pbt.start_after={start_after}", f"pbt.ready_after={interval}", f"pbt.initial_delay={2 * interval}",
-             "pbt.initial_mutation=false", f"pbt/search_space={args.search_space}"]
-            + [f"{k}={v!r}" for k, v in hp.items()] + list(args.pbt_args)
-        )
+        pbt = ["pbt=pbt_default", f"pbt/curriculum={CURRICULUM}",
+               f"pbt.curriculum_mode={'reset' if arm == 'reset' else 'continue'}", f"pbt.policy_idx={idx}",
+               f"pbt.num_policies={len(samples)}", f"pbt.workspace={workspace}", f"pbt.interval_steps={interval}",
+               f"pbt.start_after={start_after}", f"pbt.ready_after={interval}", f"pbt.initial_delay={2 * interval}",
+               "pbt.initial_mutation=false", f"pbt/search_space={args.search_space}"]
+        cmds.append(member_command("Reacher", args.frames, args.num_envs, seed, f"{arm}_{idx}", root / arm, pbt, hp)
+                    + list(args.pbt_args))
     seconds = run_members(cmds, [root / f"{arm}_{i}.log" for i in range(len(samples))])
     scores = [played_score(final_checkpoint(member_run_dir(root / arm, f"{arm}_{i}")), "Reacher",
                            args.play_episodes, root / f"{arm}_{i}.play.log") for i in range(len(samples))]

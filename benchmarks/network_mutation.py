@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from ablation import final_score, replaced_members, run_members, seed_set  # noqa: E402
+from ablation import final_score, member_command, replaced_members, run_members, seed_set  # noqa: E402
 from ablation_curve import played_score  # noqa: E402
 from pbt.storage.reader import WorkspaceReader  # noqa: E402
 
@@ -58,14 +58,11 @@ def run_arm(arm: str, samples: List[Dict[str, Any]], seeds: List[int], frames: i
     workspace = root / f"ws_{arm}"
     cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
-        cmd = [sys.executable, "-m", "pbt.train", "task=Reacher", f"max_frames={frames}", f"num_envs={num_envs}",
-               f"seed={seed}", "sim_device=cpu", "rl_device=cpu", "torch_threads=1", SMALL,
-               f"experiment={arm}_{idx}", f"train_dir={root / arm}", "pbt=pbt_default", f"pbt/mutation={ARMS[arm]}",
-               f"pbt.policy_idx={idx}", f"pbt.num_policies={len(samples)}", f"pbt.workspace={workspace}",
-               f"pbt.interval_steps={interval}", f"pbt.start_after={interval}", f"pbt.ready_after={interval}",
-               f"pbt.initial_delay={2 * interval}", "pbt.initial_mutation=false"]
-        cmd += [f"{k}={v!r}" for k, v in hp.items()]
-        cmds.append(cmd)
+        common = [SMALL, "pbt=pbt_default", f"pbt/mutation={ARMS[arm]}", f"pbt.policy_idx={idx}",
+                  f"pbt.num_policies={len(samples)}", f"pbt.workspace={workspace}", f"pbt.interval_steps={interval}",
+                  f"pbt.start_after={interval}", f"pbt.ready_after={interval}", f"pbt.initial_delay={2 * interval}",
+                  "pbt.initial_mutation=false"]
+        cmds.append(member_command("Reacher", frames, num_envs, seed, f"{arm}_{idx}", root / arm, common, hp))
     seconds = run_members(cmds, [root / f"{arm}_{i}.log" for i in range(len(samples))])
     scores = [final_score((root / f"{arm}_{i}.log").read_text()) for i in range(len(samples))]
     reader = WorkspaceReader(workspace, len(samples))
