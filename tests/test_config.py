@@ -354,17 +354,22 @@ def _load(name: str) -> Dict[str, Any]:
     return data
 
 
-def _composed(config_dir: Path, overrides: List[str]) -> Dict[str, Any]:
+def _config(config_dir: Path, overrides: List[str]) -> Any:
+    """The whole config as Hydra composes it from ``config_dir`` (an OmegaConf DictConfig)."""
     pytest.importorskip("hydra")
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
     from pbt.resolvers import register_resolvers
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        cfg = compose(config_name="config", overrides=overrides)
-    return OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[return-value]
+        return compose(config_name="config", overrides=overrides)
+
+
+def _composed(config_dir: Path, overrides: List[str]) -> Dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(_config(config_dir, overrides).pbt, resolve=True)  # type: ignore[return-value]
 
 
 def test_the_generated_nodes_hold_every_key_at_its_dataclass_default() -> None:
@@ -423,41 +428,30 @@ def test_hydra_composition(tmp_path: Path) -> None:
 
 
 def test_default_scheme_matches_the_shipped_train_config() -> None:
-    pytest.importorskip("hydra")
-    from hydra import compose, initialize_config_dir
+    cfg = _config(CONFIGS, ["pbt=pbt_default"])
     from omegaconf import OmegaConf
 
     from pbt.mutation import current_params
 
-    from pbt.resolvers import register_resolvers
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
-        cfg = compose(config_name="config", overrides=["pbt=pbt_default"])
     pbt_cfg = PbtConfig.from_mapping(OmegaConf.to_container(cfg.pbt, resolve=True))  # type: ignore[arg-type]
     params = current_params(OmegaConf.to_container(cfg, resolve=False), pbt_cfg.explore.mutation)  # type: ignore[arg-type]
     assert sorted(params) == sorted(DEFAULT_MUTATION)
     assert isinstance(params["train.params.config.mini_epochs"], int)
 
 
-
 def test_reachers_focused_scheme_validates_against_the_reacher_config() -> None:
     """``pbt/mutation=reacher_focus`` (the outcome benchmark's focused arm) names Reacher's keys and
     functions that can take their values: the start-up check passes."""
-    pytest.importorskip("hydra")
-    from hydra import compose, initialize_config_dir
+    cfg = _config(CONFIGS, ["task=Reacher", "pbt=pbt_default", "pbt/mutation=reacher_focus"])
     from omegaconf import OmegaConf
 
     from pbt.mutation.scheme import validate_scheme
-    from pbt.resolvers import register_resolvers
 
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
-        cfg = compose(config_name="config", overrides=["task=Reacher", "pbt=pbt_default", "pbt/mutation=reacher_focus"])
     pbt_cfg = PbtConfig.from_mapping(OmegaConf.to_container(cfg.pbt, resolve=True))  # type: ignore[arg-type]
     scheme = pbt_cfg.explore.mutation
     assert "train.params.config.kl_threshold" in scheme and "train.params.config.learning_rate" not in scheme
     validate_scheme(scheme, OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+
 
 # -- derived defaults ---------------------------------------------------------------------------------
 
