@@ -5,6 +5,7 @@ raise nothing but PbtError, never block, never run code and never touch a file o
 import io
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,7 +77,10 @@ def guarded(fn: Callable[[], Any]) -> None:
 
 
 class Scene:
-    """A fresh workspace, a sentinel directory outside it and a marker a payload would create."""
+    """A fresh workspace, a sentinel directory outside it and a marker a payload would create.
+
+    A context manager: the directory is removed on exit (hypothesis runs one Scene per example, so
+    a fixture's tmp_path cannot hold them and a leak would leave ~100 directories per test run)."""
 
     def __init__(self) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="hostile_"))
@@ -89,6 +93,12 @@ class Scene:
         self.ws.publish(0, 500, 0.5, {"a": 1}, serialize_state({"model": {"w": torch.zeros(2)}}))
         self.peer = self.root / "002"
         self.peer.mkdir()
+
+    def __enter__(self) -> "Scene":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        shutil.rmtree(str(self.tmp), ignore_errors=True)
 
     def check(self) -> None:
         guarded(lambda: member_round(self.ws))
@@ -103,10 +113,10 @@ class Scene:
 def test_every_planted_attack_is_refused(attack: str, loader: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if loader != "weights_only":
         monkeypatch.delattr(torch.serialization, "safe_globals")
-    scene = Scene()
-    planter = hostile_peer.Planter(scene.root, 3, [0], scene.outside, scene.marker)
-    getattr(planter, attack)()
-    scene.check()
+    with Scene() as scene:
+        planter = hostile_peer.Planter(scene.root, 3, [0], scene.outside, scene.marker)
+        getattr(planter, attack)()
+        scene.check()
 
 
 def test_all_attacks_at_once_in_a_fresh_process(tmp_path: Path) -> None:
@@ -176,31 +186,31 @@ NAMES = st.sampled_from(["000009.yaml", "000009.pth", "heartbeat", "lock", "line
 @given(plants=st.lists(st.tuples(NAMES, contents(), st.booleans()), min_size=1, max_size=4),
        leader_name=st.sampled_from(["000009.pth", "0\x00.pth", "a\x01.pth", "../../outside/rcfile.pth"]))
 def test_random_planted_content_never_escapes(plants: list, leader_name: str) -> None:
-    scene = Scene()
-    for name, (kind, data), into_own in plants:
-        path = (scene.ws.own_dir if into_own and name.endswith(".pth") else scene.peer) / name
-        hostile_peer._clear(path)
-        if kind == "fifo":
-            os.mkfifo(str(path))
-        elif kind == "symlink file":
-            path.symlink_to(scene.outside / "rcfile")
-        elif kind == "symlink dir":
-            path.symlink_to(scene.outside / "dir")
-        elif kind == "sparse":
-            with open(str(path), "wb") as fobj:
-                fobj.truncate(hostile_peer.SPARSE_BYTES)
-        elif kind == "directory":
-            path.mkdir()
-        elif kind == "payload":
-            path.write_bytes(hostile_peer.pickle_checkpoint(str(scene.marker)))
-        else:
-            path.write_bytes(data)
-    checksum = "0" * 64
-    target = scene.peer / "000009.pth"
-    if target.is_file() and not target.is_symlink():
-        import hashlib
+    with Scene() as scene:
+        for name, (kind, data), into_own in plants:
+            path = (scene.ws.own_dir if into_own and name.endswith(".pth") else scene.peer) / name
+            hostile_peer._clear(path)
+            if kind == "fifo":
+                os.mkfifo(str(path))
+            elif kind == "symlink file":
+                path.symlink_to(scene.outside / "rcfile")
+            elif kind == "symlink dir":
+                path.symlink_to(scene.outside / "dir")
+            elif kind == "sparse":
+                with open(str(path), "wb") as fobj:
+                    fobj.truncate(hostile_peer.SPARSE_BYTES)
+            elif kind == "directory":
+                path.mkdir()
+            elif kind == "payload":
+                path.write_bytes(hostile_peer.pickle_checkpoint(str(scene.marker)))
+            else:
+                path.write_bytes(data)
+        checksum = "0" * 64
+        target = scene.peer / "000009.pth"
+        if target.is_file() and not target.is_symlink():
+            import hashlib
 
-        checksum = hashlib.sha256(target.read_bytes()).hexdigest() if target.stat().st_size < 1 << 20 else checksum
-    hostile_peer._clear(scene.peer / "000010.yaml")
-    (scene.peer / "000010.yaml").write_bytes(hostile_peer.record_text(2, 10, leader_name, checksum))
-    scene.check()
+            checksum = hashlib.sha256(target.read_bytes()).hexdigest() if target.stat().st_size < 1 << 20 else checksum
+        hostile_peer._clear(scene.peer / "000010.yaml")
+        (scene.peer / "000010.yaml").write_bytes(hostile_peer.record_text(2, 10, leader_name, checksum))
+        scene.check()
