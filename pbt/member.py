@@ -30,6 +30,7 @@ from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
 from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
+from pbt.selection.base import EffectPending
 from pbt.selection.experience import ObjectiveHistory
 from pbt.selection.pb2_data import IntervalHistory
 from pbt.storage import LineageEntry, Record, Workspace
@@ -328,8 +329,7 @@ class PbtMember:
             self.elastic.note_progress(self.start_frame)
 
     def exploited(self, frame: int, params: Mapping[str, Any], replaced: bool) -> None:
-        """After an in-place exploit: new hyperparameters in force, frames counted anew from here
-        (as after a restart), hysteresis forgotten."""
+        """After an in-place exploit: new hyperparameters, frames counted anew (as after a restart), hysteresis forgotten."""
         self.params = dict(params)
         self.apply_params(self.params)
         self.start_frame = int(frame)
@@ -363,6 +363,7 @@ class PbtMember:
         state: Mapping[str, Any],
         episode_returns: Sequence[float],
         mixed: bool = False,
+        effect_pending: EffectPending = None,
     ) -> Iterator[Optional[Iteration]]:
         """Decide (publish, scan, decide), the scan kept open for the act and record steps run in the
         with-block (an object store lists once per iteration). None: the workspace could not be written
@@ -385,21 +386,21 @@ class PbtMember:
             self.liveness.beat(self.liveness.state)
         with self.workspace.store.scan(self.pbt.population_size):
             try:
-                scanned = self._decide(own, frame, objective, mixed)
+                scanned = self._decide(own, objective, mixed, effect_pending)
             except WorkspaceError as exc:
                 outlive(self.pbt, exc, f"could not read the population at iteration {iteration}", self.last_iteration)
                 self.write_failing = True
                 scanned = None
             yield scanned
 
-    def _decide(self, own: Record, frame: int, objective: Optional[float], mixed: bool) -> Iteration:
-        """Read the population (inside the scan) and decide."""
+    def _decide(self, own: Record, objective: Optional[float], mixed: bool, effect: EffectPending) -> Iteration:
+        """Read the population (inside the scan) and decide (at ``own.frame``, the frame just published)."""
         peers = self.workspace.latest_records(max_iteration=own.iteration)
         peers[self.pbt.policy_idx] = own
         statuses = self.check_peers()
         members = None
         if self.elastic is not None:
-            self.elastic.note_progress(frame)
+            self.elastic.note_progress(own.frame)
             members = self.elastic.members(peers, statuses).members
             peers = {i: r for i, r in peers.items() if i in members}
         ranked, best = peers, peers
@@ -407,10 +408,9 @@ class PbtMember:
             ranked = same_stage(peers, self.curriculum.stage)
             best = furthest_stage(peers, len(self.curriculum.stages) - 1)
         refused = self.refusals.now(ranked, {i for i, status in statuses.items() if status.state == STALE})
-        member = MemberState(
-            own, self.best_interval_objective, frame - interval_start(self.start_frame, self.pbt.interval_steps)
-        )
-        transition = None if self.curriculum is None else self.curriculum.check(frame, None if mixed else objective)
+        since = own.frame - interval_start(self.start_frame, self.pbt.interval_steps)
+        member = MemberState(own, self.best_interval_objective, since, effect)
+        transition = None if self.curriculum is None else self.curriculum.check(own.frame, None if mixed else objective)
         if transition is not None:  # a stage entry: new task settings, no exploit, no network change
             assert self.curriculum is not None
             decision = stage_decision(self.curriculum, transition, self.params, self.configured, self.pbt, self.rng)
@@ -427,7 +427,7 @@ class PbtMember:
             for idx, why in decision.refused.items():
                 self.refuse_donor(idx, why)
         self.best_interval_objective = None
-        return Iteration(decision, frame, objective, time.time(), peers, best)
+        return Iteration(decision, own.frame, objective, time.time(), peers, best)
 
     def publish_now(
         self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]

@@ -27,11 +27,16 @@ known again within one PBT interval of a change whenever the interval holds that
 built-in tasks at their defaults: 200-500 step episodes, 1e7-frame intervals, thousands of steps).
 While it still includes an episode begun on the old weights it is ``mixed``: the member's record
 carries it, but its objective history does not (peers compare at equal experience on the history).
+
+Whether it shows the last change (:attr:`ObjectiveTracker.effect_pending`): after any change (new
+weights, or learning hyperparameters alone) once every env has finished an episode since; about half
+of the objective's steps then ran after the change, where right after a mutation none did. A member
+does not act again before that (``pbt.wait_for_effect``), so it is not judged on its former setting.
 """
 
 import math
 from collections import deque
-from typing import AbstractSet, Any, Deque, Dict, List, Mapping, Optional, Sequence
+from typing import AbstractSet, Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 #: How many recent per-episode objectives a member keeps for its record.
 EPISODE_HISTORY = 256
@@ -138,6 +143,9 @@ class ObjectiveTracker:
         self._forget()
         self.after_change = False
         """Whether the weights changed in this process (see :attr:`mixed`)."""
+        self.unfinished_since_change = [False] * num_envs
+        """Envs that have not finished an episode since the last change (see :attr:`effect_pending`)."""
+        self.num_unfinished = 0
 
     def reset(self) -> None:
         """New weights in the running agent: forget the objective measured so far; episodes that
@@ -145,6 +153,26 @@ class ObjectiveTracker:
         self._flush()  # the pending steps ran on the old weights: counted, then forgotten
         self._forget()
         self.after_change = True
+        self._mark_change()
+
+    def note_change(self) -> None:
+        """New learning hyperparameters, same weights: the objective is kept, but it shows the change
+        only once every env has finished an episode since (:attr:`effect_pending`)."""
+        self._flush()  # the pending steps ran before the change
+        self._mark_change()
+
+    def _mark_change(self) -> None:
+        self.unfinished_since_change = [True] * self.num_envs
+        self.num_unfinished = self.num_envs
+
+    @property
+    def effect_pending(self) -> Optional[Tuple[int, int]]:
+        """(envs that finished an episode since the last change, all envs) while some have not;
+        None once every env has, or when nothing changed in this process."""
+        self._flush()
+        if not self.num_unfinished:
+            return None
+        return self.num_envs - self.num_unfinished, self.num_envs
 
     def _forget(self) -> None:
         self.last_per_env: List[float] = [math.nan] * self.num_envs
@@ -253,6 +281,9 @@ class ObjectiveTracker:
         counted: List[int] = []
         for i in done_indices:
             if 0 <= i < self.num_envs:
+                if self.unfinished_since_change[i]:
+                    self.unfinished_since_change[i] = False
+                    self.num_unfinished -= 1
                 self.episodes[i] += 1
                 self.since_reset[i] += 1
                 if self.episodes[i] == 2:
@@ -325,6 +356,16 @@ class MemberObjective:
     def mixed(self) -> bool:
         """The objective still includes episodes begun before the last change of weights."""
         return self.scoring.mixed
+
+    @property
+    def effect_pending(self) -> Optional[Tuple[int, int]]:
+        """Whether the objective does not show the last change yet (:attr:`ObjectiveTracker.effect_pending`)."""
+        return self.scoring.effect_pending
+
+    def note_change(self) -> None:
+        """New learning hyperparameters in the running agent (the weights stay)."""
+        self.reported.note_change()
+        self.returns.note_change()
 
     def reset(self) -> None:
         """New weights in the running agent: measure the objective anew (which key the task

@@ -194,5 +194,5 @@ def test_isaaclab_translations_map() -> None:
     for expected in ("pbt.mutation_rate=0.25", "pbt.change_min=1.1", "pbt.change_max=2.0", "pbt.threshold_abs=0.05",
                      "pbt.interval_steps=100000", "pbt.objective=Episode_Reward/success", "pbt.significance=null",
                      "pbt.min_mutations=0", "pbt.equal_experience=false", "pbt.max_lead=null",
-                     "pbt.restart_mode=exec"):
+                     "pbt.restart_mode=exec", "pbt.wait_for_effect=false"):
         assert expected in out, (expected, out)

@@ -112,3 +112,32 @@ def test_an_objective_with_episodes_begun_before_new_weights_is_mixed():
     assert t.value == 4.0 and not t.mixed
     t.update({"true_objective": [4.0, 6.0]}, [1])  # env 1: its first since the change, begun before
     assert t.value == 5.0 and t.mixed
+
+
+def test_a_change_shows_once_every_env_finished_an_episode_since():
+    t = ObjectiveTracker("true_objective", num_envs=3)
+    for _ in range(2):
+        t.update({"true_objective": [1.0, 1.0, 1.0]}, [0, 1, 2])
+    assert t.effect_pending is None  # nothing changed in this process
+    t.note_change()  # new hyperparameters: the objective is kept...
+    assert t.value == 1.0 and not t.mixed
+    assert t.effect_pending == (0, 3)  # ...but shows the old setting alone
+    t.update({"true_objective": [2.0, 2.0, 2.0]}, [0])
+    t.update({"true_objective": [3.0, 3.0, 3.0]}, [0])  # env 0 twice: still one env
+    assert t.effect_pending == (1, 3)
+    t.update({"true_objective": [2.0, 2.0, 2.0]}, [1, 2])
+    assert t.effect_pending is None and t.value == (3.0 + 2.0 + 2.0) / 3
+
+
+def test_new_weights_are_a_change_too_and_a_new_change_starts_the_count_over():
+    m = MemberObjective("true_objective", "episode_return", num_envs=2)
+    for _ in range(2):
+        m.update({"true_objective": [1.0, 1.0]}, [0, 1])
+    m.reset()
+    assert m.effect_pending == (0, 2)
+    m.update({"true_objective": [1.0, 1.0]}, [0, 1])
+    assert m.effect_pending is None
+    m.note_change()
+    m.update({"true_objective": [1.0, 1.0]}, [1])
+    m.note_change()  # a second mutation before the first showed
+    assert m.effect_pending == (0, 2)

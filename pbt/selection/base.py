@@ -41,6 +41,11 @@ INSIGNIFICANT_LEAD_ACTIONS = (MUTATE, KEEP)
 """Values of ``pbt.insignificant_lead``."""
 
 
+EffectPending = Optional[Tuple[int, int]]
+"""(envs that finished an episode since a member's last change, all envs) while its objective does
+not show that change yet (:attr:`pbt.objective.ObjectiveTracker.effect_pending`); None: it does."""
+
+
 @dataclass(frozen=True)
 class MemberState:
     """What this member knows about itself when it decides."""
@@ -51,6 +56,8 @@ class MemberState:
     """Best objective seen within the current interval (hysteresis against dips); None: unknown."""
     frames_since_start: int
     """Frames trained since this process started or was last replaced."""
+    effect_pending: EffectPending = None
+    """See :data:`EffectPending` (``pbt.wait_for_effect``)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,13 @@ class SelectionGates(Section):
     newest iteration both have an objective for (records carry their objective history), so fast
     members are not judged against slow members' early objectives and no slow or unscored peer
     holds back the others (:mod:`pbt.selection.experience`). false: compare newest records as they are."""
+    wait_for_effect: bool = True
+    """A member that changed (a mutation, or a donor's weights) acts again only once every one of its
+    envs has finished an episode since, so its objective (each env's last episode) measures the new
+    setting for about half its steps instead of none. With intervals of many episodes this always
+    holds by the next iteration; with a decision every epoch and episodes several epochs long it
+    stops an underperformer from mutating again before its last mutation shows (a random walk of its
+    hyperparameters). false: it may act at its next iteration."""
     dbg_mode: bool = False
     """Debug: every member past start_after/initial_delay acts (worst-group, hysteresis and
     known-objective gates are skipped). Only for testing the restart machinery; only DexPBT's rule
@@ -236,7 +250,7 @@ class Strategy(abc.ABC):
         gates = self.ctx.gates
         if is_diverged(own.record):
             return initial_delay_gate(own, gates)
-        return timing_gate(own, gates) or unknown_gate(own) or ready_gate(own, gates)
+        return timing_gate(own, gates) or unknown_gate(own) or effect_gate(own, gates) or ready_gate(own, gates)
 
     def keep(self, own: MemberState, reason: str) -> Decision:
         params = dict(own.record.params)
@@ -334,6 +348,18 @@ def unknown_gate(own: MemberState) -> Optional[str]:
     if own.record.objective is None:
         return "own objective not known yet (episodes still running)"
     return None
+
+
+def effect_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
+    """A member whose objective does not show its last change yet waits (``wait_for_effect``; not
+    in ``dbg_mode``, where every member acts)."""
+    if not gates.wait_for_effect or gates.dbg_mode or own.effect_pending is None:
+        return None
+    finished, envs = own.effect_pending
+    return (
+        f"waiting for the effect of its last change: {finished} of {envs} envs finished an episode since "
+        "(pbt.wait_for_effect)"
+    )
 
 
 def ready_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:

@@ -99,7 +99,7 @@ def test_no_exploit_on_the_last_epoch(monkeypatch):
     member = SimpleNamespace(iteration=lambda *a: contextlib.nullcontext(it), curriculum=None,
                              record=lambda it, outcome: logged.append((outcome.action, outcome.reason)))
     exploiter = Exploiter(member, ContinuousPpoAdapter(algo),  # type: ignore[arg-type]
-                          score=SimpleNamespace(recent=[], mixed=False))  # type: ignore[arg-type]
+                          score=SimpleNamespace(recent=[], mixed=False, effect_pending=None))  # type: ignore[arg-type]
     monkeypatch.setattr(exploiter, "exploit_inplace", lambda *a: acted.append("inplace") or kept(decision, "k"))
     monkeypatch.setattr(exploiter, "restart_mode", lambda d: ("inplace", ""))
 

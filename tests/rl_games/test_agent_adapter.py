@@ -208,6 +208,34 @@ def test_task_parameters_the_task_reads_each_step_change_in_place() -> None:
         "exec", f"{other} cannot change in a running agent")
 
 
+def test_a_change_in_place_is_noted_so_the_member_waits_for_its_effect() -> None:
+    """New learning hyperparameters keep the objective but mark the change (the member then waits
+    until its envs have played under it: pbt.wait_for_effect); a live task parameter (the reward)
+    forgets the objective, which marks the change too."""
+    from pbt.objective import MemberObjective
+    from pbt.rl_games.exploit import Exploiter
+
+    live = "task.env.rew_scale_alive"
+    member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="inplace", policy_idx=0), last_iteration=3,
+                             params={CONFIG + "gamma": 0.99, live: 1.0}, network=None)
+    agent = ContinuousPpoAdapter(None)
+    agent.set_hyperparameters = lambda params: None  # type: ignore[method-assign]
+    score = MemberObjective("true_objective", "episode_return", num_envs=2)
+    for _ in range(2):
+        score.update({"true_objective": [1.0, 1.0]}, [0, 1])
+    exploiter = Exploiter(member, agent, score=score, task_setters={live: lambda value: None})
+    mutate = SimpleNamespace(action="mutate", donor=None, reason="r", params_before=dict(member.params),
+                             params_after={CONFIG + "gamma": 0.98, live: 1.0}, network=None)
+    assert score.effect_pending is None
+    exploiter.finish_inplace(mutate, parameters=None)  # type: ignore[arg-type]
+    assert score.effect_pending == (0, 2) and score.value == 1.0
+    score.update({"true_objective": [2.0, 2.0]}, [0, 1])
+    assert score.effect_pending is None
+    mutate.params_after = {CONFIG + "gamma": 0.98, live: 1.5}
+    exploiter.finish_inplace(mutate, parameters=None)  # type: ignore[arg-type]
+    assert score.effect_pending == (0, 2) and score.value is None
+
+
 def test_rl_games_glue_imports_no_torch_before_the_task_backend() -> None:
     """Isaac Gym must be imported before torch: the package, the runner and the tools' config path
     must not import torch or rl_games."""

@@ -235,6 +235,19 @@ def test_unknown_own_objective_waits() -> None:
     assert threshold(state(0, None), objectives).action == "keep"
 
 
+def test_a_member_whose_objective_does_not_show_its_last_change_waits() -> None:
+    # Mutated one epoch ago with 200-step episodes: its objective is still its former setting's.
+    objectives: Dict[int, Optional[float]] = dict(SPREAD)
+    pending = MemberState(record=rec(0, 10.0, params=OWN_PARAMS), best_interval_objective=None,
+                          frames_since_start=FRAME, effect_pending=(31, 256))
+    for selection in ("dexpbt", "threshold"):
+        decision = run(pending, objectives, selection=selection)
+        assert decision.action == "keep", selection
+        assert decision.reason.startswith("waiting for the effect of its last change: 31 of 256 envs"), decision.reason
+        assert run(pending, objectives, selection=selection, wait_for_effect=False).action != "keep"
+    assert run(pending, objectives, dbg_mode=True).action == "replace"  # debug: every member acts
+
+
 def test_nonfinite_peers_are_never_donors() -> None:
     cfg = cfg_for(replace_fraction_best=1.0, replace_fraction_worst=1.0)
     objectives = {1: float("inf"), 2: float("nan"), 3: None, 4: 60.0, 5: 55.0, 6: 50.0, 7: 45.0}
