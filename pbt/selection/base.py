@@ -137,12 +137,13 @@ class SelectionGates(Section):
     members are not judged against slow members' early objectives and no slow or unscored peer
     holds back the others (:mod:`pbt.selection.experience`). false: compare newest records as they are."""
     wait_for_effect: bool = True
-    """A member that changed (a mutation, or a donor's weights) acts again only once every one of its
-    envs has finished an episode since, so its objective (each env's last episode) measures the new
-    setting for about half its steps instead of none. With intervals of many episodes this always
-    holds by the next iteration; with a decision every epoch and episodes several epochs long it
-    stops an underperformer from mutating again before its last mutation shows (a random walk of its
-    hyperparameters). false: it may act at its next iteration."""
+    """A member that changed (a mutation, or a donor's weights) mutates again only once every one of
+    its envs has finished an episode since, so a mutation is judged by an objective (each env's last
+    episode) that measures its setting for about half its steps instead of none; until then it keeps.
+    Taking a leader's weights is not held back (the significance test compares the episodes as they
+    are). With intervals of many episodes this always holds by the next iteration; with a decision
+    every epoch and episodes several epochs long it stops the random walk of an underperformer's
+    hyperparameters on its former setting's objective. false: it may mutate at its next iteration."""
     dbg_mode: bool = False
     """Debug: every member past start_after/initial_delay acts (worst-group, hysteresis and
     known-objective gates are skipped). Only for testing the restart machinery; only DexPBT's rule
@@ -250,7 +251,7 @@ class Strategy(abc.ABC):
         gates = self.ctx.gates
         if is_diverged(own.record):
             return initial_delay_gate(own, gates)
-        return timing_gate(own, gates) or unknown_gate(own) or effect_gate(own, gates) or ready_gate(own, gates)
+        return timing_gate(own, gates) or unknown_gate(own) or ready_gate(own, gates)
 
     def keep(self, own: MemberState, reason: str) -> Decision:
         params = dict(own.record.params)
@@ -297,7 +298,11 @@ class Strategy(abc.ABC):
         return carry_out(own, None, dict(own.record.params), f"{fallback}, lead not significant: {reason}", rng)
 
     def decision(self, own: MemberState, donor: Optional["Record"], after: Mapping[str, Any], reason: str) -> Decision:
-        """Replace (with ``donor``) or mutate, training next with ``after``."""
+        """Replace (with ``donor``) or mutate, training next with ``after``; a mutation of a member whose
+        last change does not show in its objective yet keeps instead (:func:`effect_gate`)."""
+        wait = None if donor is not None else effect_gate(own, self.ctx.gates)
+        if wait is not None:
+            return self.keep(own, f"{reason}; not mutated: {wait}")
         action = REPLACE if donor is not None else MUTATE
         return Decision(action, donor, reason, dict(own.record.params), dict(after))
 
@@ -351,8 +356,8 @@ def unknown_gate(own: MemberState) -> Optional[str]:
 
 
 def effect_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
-    """A member whose objective does not show its last change yet waits (``wait_for_effect``; not
-    in ``dbg_mode``, where every member acts)."""
+    """Why a member whose objective does not show its last change yet does not mutate (``wait_for_effect``;
+    not in ``dbg_mode``, where every member acts), or None."""
     if not gates.wait_for_effect or gates.dbg_mode or own.effect_pending is None:
         return None
     finished, envs = own.effect_pending

@@ -235,17 +235,27 @@ def test_unknown_own_objective_waits() -> None:
     assert threshold(state(0, None), objectives).action == "keep"
 
 
-def test_a_member_whose_objective_does_not_show_its_last_change_waits() -> None:
+def test_a_member_whose_objective_does_not_show_its_last_change_does_not_mutate_again() -> None:
     # Mutated one epoch ago with 200-step episodes: its objective is still its former setting's.
-    objectives: Dict[int, Optional[float]] = dict(SPREAD)
-    pending = MemberState(record=rec(0, 10.0, params=OWN_PARAMS), best_interval_objective=None,
-                          frames_since_start=FRAME, effect_pending=(31, 256))
+    def pending(objective: float) -> MemberState:
+        return MemberState(record=rec(0, objective, params=OWN_PARAMS), best_interval_objective=None,
+                           frames_since_start=FRAME, effect_pending=(31, 256))
+
+    # No leader clearly above (threshold_std=1): it would mutate only; it keeps instead.
+    decision = threshold(pending(0.0), {1: 100.0, 2: 100.0, 3: 100.0}, threshold_std=1.0)
+    assert decision.action == "keep" and decision.params_after == OWN_PARAMS
+    assert "no ready leader" in decision.reason
+    assert decision.reason.endswith("not mutated: waiting for the effect of its last change: 31 of 256 envs "
+                                    "finished an episode since (pbt.wait_for_effect)"), decision.reason
+    assert threshold(pending(0.0), {1: 100.0, 2: 100.0, 3: 100.0}, threshold_std=1.0,
+                     wait_for_effect=False).action == "mutate"
+    from pbt.selection.base import SelectionGates, effect_gate
+
+    assert effect_gate(pending(0.0), SelectionGates(dbg_mode=True)) is None  # debug: every member acts
+    # A leader's weights are not held back, under either rule.
     for selection in ("dexpbt", "threshold"):
-        decision = run(pending, objectives, selection=selection)
-        assert decision.action == "keep", selection
-        assert decision.reason.startswith("waiting for the effect of its last change: 31 of 256 envs"), decision.reason
-        assert run(pending, objectives, selection=selection, wait_for_effect=False).action != "keep"
-    assert run(pending, objectives, dbg_mode=True).action == "replace"  # debug: every member acts
+        decision = run(pending(10.0), dict(SPREAD), selection=selection)
+        assert decision.action == "replace", (selection, decision.reason)
 
 
 def test_nonfinite_peers_are_never_donors() -> None:
