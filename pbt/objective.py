@@ -31,7 +31,7 @@ carries it, but its objective history does not (peers compare at equal experienc
 Whether it shows the last change (:attr:`ObjectiveTracker.effect_pending`): after any change (new
 weights, or learning hyperparameters alone) once every env has finished an episode since; about half
 of the objective's steps then ran after the change, where right after a mutation none did. A member
-does not act again before that (``pbt.wait_for_effect``), so it is not judged on its former setting.
+does not mutate again before that (``pbt.wait_for_effect``), so it is not judged on its former setting.
 """
 
 import math
