@@ -24,6 +24,7 @@ from pbt.selection import (
     rank,
     trimmed_std,
 )
+from pbt.selection.base import SelectionGates, effect_gate
 
 GAMMA = "train.params.config.gamma"
 LR = "train.params.config.learning_rate"
@@ -249,8 +250,6 @@ def test_a_member_whose_objective_does_not_show_its_last_change_does_not_mutate_
                                     "finished an episode since (pbt.wait_for_effect)"), decision.reason
     assert threshold(pending(0.0), {1: 100.0, 2: 100.0, 3: 100.0}, threshold_std=1.0,
                      wait_for_effect=False).action == "mutate"
-    from pbt.selection.base import SelectionGates, effect_gate
-
     assert effect_gate(pending(0.0), SelectionGates(dbg_mode=True)) is None  # debug: every member acts
     # A leader's weights are not held back, under either rule.
     for selection in ("dexpbt", "threshold"):
