@@ -5,7 +5,9 @@ the weights it received had trained for the donor's frame count. A schedule step
 counted along the weights' own history (frames of training they had received when the step began),
 which is what a single replayed worker counts; ``member_frame`` is the frame count of the member
 that trained them at the time (as in its lineage and TensorBoard). Both agree until the first
-replacement, and differ by less than one PBT interval per replacement after it.
+replacement; after it they differ by the gap between the member's and its donor's frame counts,
+either way (a donor gives its newest weights, and a member ahead of a slower donor takes weights
+trained for fewer frames than it counts itself).
 
 ``best/schedule.yaml`` (:func:`schedule_document`) is what ``python -m pbt.replay`` follows.
 """

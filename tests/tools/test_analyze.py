@@ -156,7 +156,13 @@ def test_schedule_of_the_replaced_member_starts_with_its_donors(pop):
     donor_frame = [e.frame for e in lineages[donor] if e.iteration == event.donor_iteration
                    and e.mode != "startup"][-1]
     assert replace.member_frame == event.frame
-    assert replace.frame >= donor_frame  # the donor itself may have been replaced before (frames offset)
+    # The weights' frames at the replace are where the donor's part of their history ended: the
+    # donor's frame count at its iteration, shifted by the donor's own replacements (either way: a
+    # donor that took a slower peer's weights has trained them for fewer frames than it counts).
+    donor_part = schedule.segments[-2]
+    assert (donor_part.member, donor_part.member_to_frame) == (donor, donor_frame)
+    assert replace.frame == donor_part.to_frame
+    assert (schedule.segments[-1].from_frame, schedule.segments[-1].member_from_frame) == (replace.frame, event.frame)
     donor_startup = next(e for e in lineages[schedule.segments[0].member] if e.mode == "startup")
     assert schedule.steps[0].params == donor_startup.params_after
 
@@ -218,6 +224,28 @@ def test_reconstruct_follows_a_chain_of_replacements_with_frame_offsets():
     assert [(s.member, s.from_frame, s.to_frame, s.member_from_frame, s.member_to_frame)
             for s in schedule.segments] == [(0, 0, 190, 0, 190), (1, 190, 420, 250, 480), (2, 420, 620, 500, 700)]
     assert schedule.complete and not schedule.notes
+
+
+def test_reconstruct_through_a_donor_that_took_a_slower_peers_weights():
+    # Member 0 (fast) takes slow member 1's newest checkpoint (trained 200 frames) at its own frame
+    # 500; member 2 then takes member 0's checkpoint of its frame 700: trained 200 + 200 = 400 frames,
+    # fewer than member 0 counts. The weights' frames run behind the donor's own count.
+    a, b, c = {LR: 1.0}, {LR: 2.0}, {LR: 3.0}
+    lineages = {
+        1: [entry(1, 0, 0, "mutate", {LR: 9.0}, a, mode="startup"), entry(1, 1, 100, before=a),
+            entry(1, 2, 200, before=a)],
+        0: [entry(0, 0, 0, "mutate", {LR: 9.0}, {LR: 9.0}, mode="startup"),
+            entry(0, 5, 500, "replace", {LR: 9.0}, b, donor=1, donor_iteration=2, mode="inplace"),
+            entry(0, 7, 700, before=b)],
+        2: [entry(2, 0, 0, "mutate", {LR: 9.0}, {LR: 9.0}, mode="startup"),
+            entry(2, 7, 720, "replace", {LR: 9.0}, c, donor=0, donor_iteration=7, mode="inplace"),
+            entry(2, 8, 820, before=c)],
+    }
+    schedule = reconstruct_schedule(lineages, 2, 8, 820)
+    assert [(s.frame, s.params[LR], s.member, s.member_frame, s.event) for s in schedule.steps] == [
+        (0, 1.0, 1, 0, "startup"), (200, 2.0, 0, 500, "replace"), (400, 3.0, 2, 720, "replace")]
+    assert [(s.member, s.from_frame, s.to_frame, s.member_from_frame, s.member_to_frame)
+            for s in schedule.segments] == [(1, 0, 200, 0, 200), (0, 200, 400, 500, 700), (2, 400, 500, 720, 820)]
 
 
 def test_reconstruct_with_a_missing_ancestor_is_marked_incomplete():
