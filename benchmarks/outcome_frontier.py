@@ -1,0 +1,99 @@
+"""Is a 10% gain over the best independent run there to be had? Every played policy at one budget.
+
+The outcome goal asks PBT's best member for ``random + 1.10 x (best - random)``, where ``best`` is
+the no-PBT arm's best member of a seed set and ``random`` the untrained policy's score. This script
+gathers every final policy played at the same task and budget in the given ablation results (every
+arm, every seed set, every member) and setting sweeps, and reports per seed set of ``--target`` how
+many reached that score, and which (up to ``--list``): where only a few policies ever did, the goal
+asks for those runs' sample, setting and seed, not for a better selection among the others.
+
+    python benchmarks/outcome_frontier.py --target benchmarks/results/ablation_outcome_600k_envs256.json \
+        --results benchmarks/results/ablation_outcome_600k*.json benchmarks/results/setting_sweep_600k*.json
+"""
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+log = logging.getLogger("outcome_frontier")
+GAIN = 1.10
+NO_PBT = "no_pbt"
+AS_SAMPLED = "as sampled"
+
+Policy = Tuple[float, str]  # (played score, where it came from)
+
+
+def policies(result: Dict[str, Any], name: str) -> List[Policy]:
+    """Every played final policy of one result: an ablation's members of every arm and seed set (its
+    no-PBT arm only when it trained it, not when it was copied ``--no_pbt_from`` another), or a
+    setting sweep's changed variants."""
+    if "sets" in result:
+        copied = NO_PBT if result.get("no_pbt_from") else None
+        return [
+            (float(score), f"{name} set {s['seed_set']} {arm} member {i}")
+            for s in result["sets"]
+            for arm, scored in s["arms"].items()
+            if arm != copied
+            for i, score in enumerate(scored.get("scores", []))
+        ]
+    # A sweep's unchanged variant is its source's no-PBT run of that member again.
+    return [(float(v["score"]), f"{name} {v['name']}") for v in result.get("variants", []) if v["name"] != AS_SAMPLED]
+
+
+def same_budget(result: Dict[str, Any], target: Dict[str, Any]) -> bool:
+    """A result counts when it trained the same task for the same frames (a sweep: from such a result)."""
+    if "sets" not in result:
+        return True
+    keys = ("task", "frames", "play_episodes")
+    return all(result["args"].get(k) == target["args"].get(k) for k in keys)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", required=True, help="the ablation result whose goal is asked about")
+    parser.add_argument("--results", nargs="+", required=True, help="ablation results and setting sweeps")
+    parser.add_argument("--gain", type=float, default=GAIN, help="the goal's ratio over (best - random)")
+    parser.add_argument("--list", type=int, default=5, help="name the policies that reached a goal when so few did")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    target = json.loads(Path(args.target).read_text())
+    random_score = float(target.get("random_score", 0.0))
+    pool: List[Policy] = []
+    for path in sorted(set(args.results)):
+        result = json.loads(Path(path).read_text())
+        if same_budget(result, target):
+            pool += policies(result, Path(path).name)
+        else:
+            log.info("skipped %s: another task, budget or scoring", path)
+    # A no-PBT member trained again from the same sample and seed (e.g. members 0-7 of a 16-member
+    # arm) plays the same score: count it once.
+    seen: Dict[Tuple[float, str], Policy] = {}
+    for i, (score, where) in enumerate(pool):
+        rerun = f" {NO_PBT} " in where
+        seen.setdefault((score, where.split(" ", 1)[1] if rerun else str(i)), (score, where))
+    pool = list(seen.values())
+    if not pool:
+        raise SystemExit("no played policy at the target's budget: give ablation results or setting sweeps")
+    pool.sort(reverse=True)
+    lines = [f"{len(pool)} played policies at {target['args']['frames']} frames; the best five:"]
+    lines += [f"  {score:.3f}  {where}" for score, where in pool[:5]]
+    lines += [
+        "",
+        f"| seed set | no-PBT best | goal (x{args.gain:.2f} over random {random_score:.3f}) | policies at or above it | which |",
+        "| ---: | ---: | ---: | ---: | --- |",
+    ]
+    for s in target["sets"]:
+        best = max(s["arms"][NO_PBT]["scores"])
+        goal = random_score + args.gain * (best - random_score)
+        reached = [(score, where) for score, where in pool if score >= goal]
+        named = "; ".join(f"{where}: {score:.3f}" for score, where in reached) if len(reached) <= args.list else ""
+        lines.append(f"| {s['seed_set']} | {best:.3f} | {goal:.3f} | {len(reached)} of {len(pool)} | {named} |")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
