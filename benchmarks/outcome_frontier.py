@@ -43,12 +43,23 @@ def policies(result: Dict[str, Any], name: str) -> List[Policy]:
     return [(float(v["score"]), f"{name} {v['name']}") for v in result.get("variants", []) if v["name"] != AS_SAMPLED]
 
 
-def same_budget(result: Dict[str, Any], target: Dict[str, Any]) -> bool:
-    """A result counts when it trained the same task for the same frames (a sweep: from such a result)."""
+def task_args(result: Dict[str, Any]) -> List[str]:
+    """The task overrides every member of an ablation trained with (a task variant, not a setting)."""
+    return sorted(a for a in result["args"].get("train_args") or [] if a.startswith("task."))
+
+
+def same_budget(result: Dict[str, Any], target: Dict[str, Any], path: Path) -> bool:
+    """An ablation counts when it trained the same task (variant) for the same frames and played as
+    many episodes; a setting sweep when the ablation it took its member from (``--from``) does."""
     if "sets" not in result:
-        return True
+        words = str(result.get("command", "")).split()
+        source = Path(words[words.index("--from") + 1]) if "--from" in words else None
+        if source is None or not source.is_file():
+            log.info("skipped %s: its source ablation (--from) is not at hand", path)
+            return False
+        return same_budget(json.loads(source.read_text()), target, source)
     keys = ("task", "frames", "play_episodes")
-    return all(result["args"].get(k) == target["args"].get(k) for k in keys)
+    return all(result["args"].get(k) == target["args"].get(k) for k in keys) and task_args(result) == task_args(target)
 
 
 def main() -> int:
@@ -64,7 +75,7 @@ def main() -> int:
     pool: List[Policy] = []
     for path in sorted(set(args.results)):
         result = json.loads(Path(path).read_text())
-        if same_budget(result, target):
+        if same_budget(result, target, Path(path)):
             pool += policies(result, Path(path).name)
         else:
             log.info("skipped %s: another task, budget or scoring", path)

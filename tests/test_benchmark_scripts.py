@@ -33,16 +33,26 @@ def test_outcome_frontier_counts_each_policy_once_against_each_sets_goal(tmp_pat
         {"seed_set": 0, "arms": {"no_pbt": {"scores": [1.0]}}}]}
     # More members from the same samples and seeds: their first no-PBT members are the same policies again.
     wider = {"args": args, "sets": [{"seed_set": 0, "arms": {"no_pbt": {"scores": [0.2, 0.5, 0.45]}}}]}
-    sweep = {"variants": [{"name": "as sampled", "score": 0.5}, {"name": "kl", "score": 0.55}]}
+    # A setting sweep counts through the ablation it took its member from; its unchanged variant is
+    # that ablation's no-PBT member again.
+    sweep = {"command": f"python benchmarks/setting_sweep.py --from {tmp_path / 'target.json'} --seed_set 0",
+             "variants": [{"name": "as sampled", "score": 0.5}, {"name": "kl", "score": 0.55}]}
+    sweep_of_other = {"command": f"python benchmarks/setting_sweep.py --from {tmp_path / 'other.json'} --seed_set 0",
+                      "variants": [{"name": "kl", "score": 0.99}]}
+    # Another task variant (a task override for every member) at the same budget does not count.
+    variant = {"args": dict(args, train_args=["task.env.observeTip=true"]), "sets": [
+        {"seed_set": 0, "arms": {"no_pbt": {"scores": [0.99]}}}]}
     paths = []
     for name, doc in [("target", target), ("rerun", rerun), ("other", other_budget), ("wider", wider),
-                      ("sweep", sweep)]:
+                      ("sweep", sweep), ("sweep_of_other", sweep_of_other), ("variant", variant)]:
         paths.append(tmp_path / f"{name}.json")
         paths[-1].write_text(json.dumps(doc))
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "outcome_frontier.py"), "--target", str(paths[0]),
                            "--results", *map(str, paths)], cwd=str(REPO), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "skipped" in done.stderr and "other.json" in done.stderr
+    skipped = [line for line in done.stderr.splitlines() if line.startswith("skipped")]
+    assert [line.split()[1].rstrip(":").rsplit("/", 1)[-1] for line in skipped] == ["other.json", "sweep_of_other.json",
+                                                                        "variant.json"], done.stderr
     # 8 of the target + 2 of the rerun's PBT arm + 1 new no-PBT member + 1 sweep variant = 12 policies.
     assert done.stdout.startswith("12 played policies at 1000 frames"), done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 0 |") or line.startswith("| 1 |")]
