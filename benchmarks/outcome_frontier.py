@@ -16,31 +16,41 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 log = logging.getLogger("outcome_frontier")
 GAIN = 1.10
 NO_PBT = "no_pbt"
-AS_SAMPLED = "as sampled"
 
-Policy = Tuple[float, str]  # (played score, where it came from)
+Policy = Tuple[float, str, str]
+"""(played score, where it came from, what was trained: the same run in two results has one identity)."""
 
 
-def policies(result: Dict[str, Any], name: str) -> List[Policy]:
+def policies(result: Dict[str, Any], name: str, num_envs: Any) -> List[Policy]:
     """Every played final policy of one result: an ablation's members of every arm and seed set (its
     no-PBT arm only when it trained it, not when it was copied ``--no_pbt_from`` another), or a
-    setting sweep's changed variants."""
+    setting sweep's variants (``num_envs``: its source ablation's). A no-PBT member is its sample,
+    seed and env count (trained again by a larger population from the same samples, it is the same
+    run), a sweep's variant also its overrides; a PBT member is only itself."""
     if "sets" in result:
         copied = NO_PBT if result.get("no_pbt_from") else None
-        return [
-            (float(score), f"{name} set {s['seed_set']} {arm} member {i}")
-            for s in result["sets"]
-            for arm, scored in s["arms"].items()
-            if arm != copied
-            for i, score in enumerate(scored.get("scores", []))
-        ]
-    # A sweep's unchanged variant is its source's no-PBT run of that member again.
-    return [(float(v["score"]), f"{name} {v['name']}") for v in result.get("variants", []) if v["name"] != AS_SAMPLED]
+        found: List[Policy] = []
+        for s in result["sets"]:
+            for arm, scored in s["arms"].items():
+                for i, score in enumerate(scored.get("scores", []) if arm != copied else []):
+                    where = f"{name} set {s['seed_set']} {arm} member {i}"
+                    run = [s["samples"][i], s["seeds"][i], num_envs, sorted(result["args"].get("train_args") or [])]
+                    found.append((float(score), where, json.dumps(run) if arm == NO_PBT else where))
+        return found
+    # A sweep's unchanged variant is its source's no-PBT run of that member again (the same identity).
+    return [
+        (
+            float(v["score"]),
+            f"{name} {v['name']}",
+            json.dumps([result["sample"], result["seed"], num_envs, sorted(v["overrides"])]),
+        )
+        for v in result.get("variants", [])
+    ]
 
 
 def task_args(result: Dict[str, Any]) -> List[str]:
@@ -48,18 +58,19 @@ def task_args(result: Dict[str, Any]) -> List[str]:
     return sorted(a for a in result["args"].get("train_args") or [] if a.startswith("task."))
 
 
-def same_budget(result: Dict[str, Any], target: Dict[str, Any], path: Path) -> bool:
-    """An ablation counts when it trained the same task (variant) for the same frames and played as
-    many episodes; a setting sweep when the ablation it took its member from (``--from``) does."""
-    if "sets" not in result:
-        words = str(result.get("command", "")).split()
-        source = Path(words[words.index("--from") + 1]) if "--from" in words else None
-        if source is None or not source.is_file():
-            log.info("skipped %s: its source ablation (--from) is not at hand", path)
-            return False
-        return same_budget(json.loads(source.read_text()), target, source)
+def source_of(sweep: Dict[str, Any]) -> Optional[Path]:
+    """The ablation a setting sweep took its member from (its ``--from``), when it is at hand."""
+    words = str(sweep.get("command", "")).split()
+    source = Path(words[words.index("--from") + 1]) if "--from" in words[:-1] else None
+    return source if source is not None and source.is_file() else None
+
+
+def same_budget(ablation: Dict[str, Any], target: Dict[str, Any]) -> bool:
+    """The same task (variant) trained for the same frames and played for as many episodes."""
     keys = ("task", "frames", "play_episodes")
-    return all(result["args"].get(k) == target["args"].get(k) for k in keys) and task_args(result) == task_args(target)
+    return all(ablation["args"].get(k) == target["args"].get(k) for k in keys) and task_args(ablation) == task_args(
+        target
+    )
 
 
 def main() -> int:
@@ -75,22 +86,23 @@ def main() -> int:
     pool: List[Policy] = []
     for path in sorted(set(args.results)):
         result = json.loads(Path(path).read_text())
-        if same_budget(result, target, Path(path)):
-            pool += policies(result, Path(path).name)
+        ablation = result
+        if "sets" not in result:  # a setting sweep: trained as the ablation it came from
+            source = source_of(result)
+            if source is None:
+                log.info("skipped %s: its source ablation (--from) is not at hand", path)
+                continue
+            ablation = json.loads(source.read_text())
+        if same_budget(ablation, target):
+            pool += policies(result, Path(path).name, ablation["args"].get("num_envs"))
         else:
             log.info("skipped %s: another task, budget or scoring", path)
-    # A no-PBT member trained again from the same sample and seed (e.g. members 0-7 of a 16-member
-    # arm) plays the same score: count it once.
-    seen: Dict[Tuple[float, str], Policy] = {}
-    for i, (score, where) in enumerate(pool):
-        rerun = f" {NO_PBT} " in where
-        seen.setdefault((score, where.split(" ", 1)[1] if rerun else str(i)), (score, where))
-    pool = list(seen.values())
+    pool = list({identity: (score, where, identity) for score, where, identity in reversed(pool)}.values())
     if not pool:
         raise SystemExit("no played policy at the target's budget: give ablation results or setting sweeps")
     pool.sort(reverse=True)
     lines = [f"{len(pool)} played policies at {target['args']['frames']} frames; the best five:"]
-    lines += [f"  {score:.3f}  {where}" for score, where in pool[:5]]
+    lines += [f"  {score:.3f}  {where}" for score, where, _ in pool[:5]]
     lines += [
         "",
         f"| seed set | no-PBT best | goal (x{args.gain:.2f} over random {random_score:.3f}) | policies at or above it | which |",
@@ -99,7 +111,7 @@ def main() -> int:
     for s in target["sets"]:
         best = max(s["arms"][NO_PBT]["scores"])
         goal = random_score + args.gain * (best - random_score)
-        reached = [(score, where) for score, where in pool if score >= goal]
+        reached = [(score, where) for score, where, _ in pool if score >= goal]
         named = "; ".join(f"{where}: {score:.3f}" for score, where in reached) if len(reached) <= args.list else ""
         lines.append(f"| {s['seed_set']} | {best:.3f} | {goal:.3f} | {len(reached)} of {len(pool)} | {named} |")
     print("\n".join(lines))
