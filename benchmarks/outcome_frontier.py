@@ -18,9 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ablation_curve import NO_PBT  # noqa: E402  (beside this script; the ablation's arm name)
+
 log = logging.getLogger("outcome_frontier")
 GAIN = 1.10
-NO_PBT = "no_pbt"
 
 Policy = Tuple[float, str, str]
 """(played score, where it came from, what was trained: the same run in two results has one identity)."""
