@@ -70,3 +70,16 @@ def test_outcome_frontier_counts_each_policy_once_against_each_sets_goal(tmp_pat
     # >= 0.54: 0.6, 0.9, 0.7, 0.95, 0.99, 0.55; >= 0.98: 0.99.
     assert rows == ["| 0 | 0.500 | 0.540 | 6 of 13 |  |",
                     "| 1 | 0.900 | 0.980 | 1 of 13 | rerun.json set 0 threshold member 0: 0.990 |"], done.stdout
+
+
+def test_outcome_frontier_without_a_policy_at_the_budget_says_what_to_give(tmp_path) -> None:
+    target = {"args": {"task": "Reacher", "frames": 1000, "play_episodes": 8}, "sets": []}
+    (tmp_path / "target.json").write_text(json.dumps(target))
+    sweep = {"command": "python benchmarks/setting_sweep.py --seed_set 0", "sample": {}, "seed": 0, "variants": []}
+    (tmp_path / "sweep.json").write_text(json.dumps(sweep))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "outcome_frontier.py"), "--target",
+                           str(tmp_path / "target.json"), "--results", str(tmp_path / "sweep.json")],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "its source ablation (--from) is not at hand" in done.stderr
+    assert "no played policy at the target's budget: give ablation results or setting sweeps" in done.stderr
