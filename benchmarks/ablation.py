@@ -69,11 +69,18 @@ def sample_hyperparameters(rng: random.Random) -> Dict[str, Any]:
     }
 
 
-def seed_set(index: int, members: int, sampler: Any = sample_hyperparameters) -> Tuple[List[Dict[str, Any]], List[int]]:
+def seed_set(
+    index: int, members: int, sampler: Any = sample_hyperparameters, reseed: int = 0
+) -> Tuple[List[Dict[str, Any]], List[int]]:
     """Seed set ``index``: one hyperparameter sample and one seed per member, the same in every arm
-    (and in every benchmark that draws from this script's samples)."""
+    (and in every benchmark that draws from this script's samples). ``reseed`` keeps the samples and
+    trains them from other seeds (0: the seed set's own), so one sample's luck can be told apart
+    from its setting."""
+    if reseed < 0 or reseed > 9:
+        raise ValueError(f"reseed must be in 0..9 (the thousands digit of the seeds), got {reseed}")
     rng = random.Random(1000 + index)
-    return [sampler(rng) for _ in range(members)], [10_000 * (index + 1) + i for i in range(members)]
+    seeds = [10_000 * (index + 1) + 1_000 * reseed + i for i in range(members)]
+    return [sampler(rng) for _ in range(members)], seeds
 
 
 def space_sampler(name: str, task: str, num_envs: int) -> Any:
@@ -360,8 +367,19 @@ def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, An
     if not out.exists():
         return {}
     earlier = json.loads(out.read_text())
-    keys = ("task", "members", "frames", "num_envs", "search_space", "train_args", "pbt_args", "play_episodes", "curve")
-    defaults = {"play_episodes": 0, "curve": False, "train_args": []}  # runs from before the options existed
+    keys = (
+        "task",
+        "members",
+        "frames",
+        "num_envs",
+        "search_space",
+        "train_args",
+        "pbt_args",
+        "play_episodes",
+        "curve",
+        "reseed",
+    )
+    defaults = {"play_episodes": 0, "curve": False, "train_args": [], "reseed": 0}  # runs from before the options existed
     if any(earlier["args"].get(k, defaults.get(k)) != getattr(args, k) for k in keys):
         raise SystemExit(
             f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
@@ -397,6 +415,14 @@ def main() -> None:
         "task or of its training, e.g. train.params.config.lr_schedule=constant)",
     )
     parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for every PBT arm")
+    parser.add_argument(
+        "--reseed",
+        type=int,
+        default=0,
+        help="train each seed set's samples from other seeds, 10000 x (set + 1) + 1000 x RESEED + "
+        "member (0..9; 0, the default: the seed set's own seeds): the same comparison on another "
+        "draw of each run's luck",
+    )
     parser.add_argument("--out", default="benchmarks/results/ablation_selection.json")
     parser.add_argument(
         "--play_episodes",
@@ -435,6 +461,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.curve and args.play_episodes <= 0:
         parser.error("--curve scores by playing: give --play_episodes too")
+    if not 0 <= args.reseed <= 9:
+        parser.error(f"--reseed {args.reseed}: give 0..9 (it is the seeds' thousands digit)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     sampler = (
         space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
@@ -467,7 +495,7 @@ def main() -> None:
                 [Path("random")], args.task, args.play_episodes, Path(tmp) / "random.log", args.train_args
             )["random"]
     for s in range(args.seed_sets):
-        samples, seeds = seed_set(s, args.members, sampler)
+        samples, seeds = seed_set(s, args.members, sampler, args.reseed)
         entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
         if s in done:
             if done[s]["samples"] != samples or done[s]["seeds"] != seeds:

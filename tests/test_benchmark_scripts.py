@@ -1,7 +1,8 @@
 """The benchmark scripts that import the ablation script's helpers start: a helper renamed or moved
 in ``benchmarks/ablation.py`` or ``benchmarks/ablation_curve.py`` breaks its importers only when they
-run, which is rarely (each takes minutes to hours), so ``--help`` checks their imports here; and how
-``benchmarks/outcome_frontier.py`` counts policies, on synthetic results."""
+run, which is rarely (each takes minutes to hours), so ``--help`` checks their imports here. On
+synthetic results: how ``benchmarks/outcome_frontier.py`` counts policies, how
+``benchmarks/outcome_seeds.py`` compares draws of seeds, and which seeds ``--reseed`` draws."""
 import json
 import subprocess
 import sys
@@ -10,7 +11,8 @@ import pytest
 
 from conftest import REPO
 
-SCRIPTS = ["ablation.py", "curriculum.py", "network_mutation.py", "outcome_frontier.py", "setting_sweep.py"]
+SCRIPTS = ["ablation.py", "curriculum.py", "network_mutation.py", "outcome_frontier.py", "outcome_seeds.py",
+           "setting_sweep.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -83,3 +85,64 @@ def test_outcome_frontier_without_a_policy_at_the_budget_says_what_to_give(tmp_p
     assert done.returncode != 0
     assert "its source ablation (--from) is not at hand" in done.stderr
     assert "no played policy at the target's budget: give ablation results or setting sweeps" in done.stderr
+
+
+def test_ablation_reseed_keeps_the_samples_and_draws_other_seeds() -> None:
+    code = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); from ablation import seed_set; "
+        "print(json.dumps([seed_set(1, 8), seed_set(1, 8, reseed=2), seed_set(2, 8, reseed=2)]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (own_samples, own_seeds), (samples, seeds), (_, other_set_seeds) = json.loads(done.stdout)
+    assert own_seeds == [20_000 + i for i in range(8)]  # the seed sets every earlier result used
+    assert samples == own_samples
+    assert seeds == [22_000 + i for i in range(8)]
+    assert not set(seeds) & set(own_seeds) and not set(seeds) & set(other_set_seeds)
+
+
+def test_ablation_refuses_a_reseed_outside_the_seeds_thousands_digit() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ablation.py"), "--reseed", "10"],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--reseed 10: give 0..9" in done.stderr
+
+
+def test_outcome_seeds_reports_each_draw_and_the_expected_best_over_the_seeds_tried(tmp_path) -> None:
+    # Two members on two draws of seeds: member 0 plays 0.1 or 0.9, member 1 0.5 on both, so the best
+    # independent run is 0.9 or 0.5 by luck and 0.7 expected; PBT's bests 0.8 and 0.6 average 0.7.
+    args = {"task": "Reacher", "frames": 1000, "num_envs": 4, "search_space": None, "train_args": [],
+            "play_episodes": 8, "members": 2, "strategies": ["threshold"], "pbt_args": []}
+    samples = [{"lr": 1e-3}, {"lr": 1e-4}]
+
+    def result(seeds, no_pbt, pbt_best, **changed):
+        arms = {"no_pbt": {"scores": no_pbt}, "threshold": {"best": pbt_best}}
+        return {"args": {**args, **changed}, "random_score": 0.1,
+                "sets": [{"seed_set": 0, "samples": samples, "seeds": seeds, "arms": arms}]}
+
+    paths = []
+    for name, data in [("own", result([1, 2], [0.9, 0.5], 0.8)), ("other", result([3, 4], [0.1, 0.5], 0.6))]:
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(data))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "outcome_seeds.py"), "--results", *map(str, paths)],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| 0 | 1-2 | 0.900 | 0.800 | x0.875 | no |" in done.stdout
+    assert "| 0 | 3-4 | 0.500 | 0.600 | x1.250 | yes |" in done.stdout
+    assert "| 0 | 2 | 0.700 | 0.700 (0.600-0.800) | x1.00 |" in done.stdout
+
+    # The own draw's PBT arm run again (0.6): each draw weighs the same in the mean, (0.7 + 0.6) / 2.
+    (tmp_path / "again.json").write_text(json.dumps(result([1, 2], [0.9, 0.5], 0.6)))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "outcome_seeds.py"), "--results",
+                           *map(str, paths), str(tmp_path / "again.json")],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| 0 | 1-2 | 0.900 | 0.800 / 0.600 | x0.875 / x0.625 | no / no |" in done.stdout
+    assert "| 0 | 2 | 0.700 | 0.650 (0.600-0.800) | x0.92 |" in done.stdout
+
+    (tmp_path / "budget.json").write_text(json.dumps(result([5, 6], [0.2, 0.3], 0.4, frames=2000)))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "outcome_seeds.py"), "--results",
+                           str(paths[0]), str(tmp_path / "budget.json")],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "differs from" in done.stderr and "['frames']" in done.stderr
