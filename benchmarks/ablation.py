@@ -510,7 +510,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for arm in arms:
                 if arm in entry["arms"]:
-                    log.info("seed set %d %s: kept from %s", s, arm, out)
+                    reused = entry["arms"][arm].get("reused")
+                    log.info("seed set %d %s: kept from %s", s, arm, args.no_pbt_from if reused else out)
                     continue
                 with open("/proc/loadavg") as f:
                     load = f.read().split()[0]
