@@ -76,8 +76,8 @@ def seed_set(
     (and in every benchmark that draws from this script's samples). ``reseed`` keeps the samples and
     trains them from other seeds (0: the seed set's own), so one sample's luck can be told apart
     from its setting."""
-    if reseed < 0 or reseed > 9:
-        raise ValueError(f"reseed must be in 0..9 (the thousands digit of the seeds), got {reseed}")
+    if not 0 <= reseed <= 9 or (reseed and members > 1000):
+        raise ValueError(f"reseed {reseed} with {members} members: give 0..9, and at most 1000 members to reseed")
     rng = random.Random(1000 + index)
     seeds = [10_000 * (index + 1) + 1_000 * reseed + i for i in range(members)]
     return [sampler(rng) for _ in range(members)], seeds
@@ -379,7 +379,8 @@ def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, An
         "curve",
         "reseed",
     )
-    defaults = {"play_episodes": 0, "curve": False, "train_args": [], "reseed": 0}  # runs from before the options existed
+    # Runs from before the options existed.
+    defaults = {"play_episodes": 0, "curve": False, "train_args": [], "reseed": 0}
     if any(earlier["args"].get(k, defaults.get(k)) != getattr(args, k) for k in keys):
         raise SystemExit(
             f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
@@ -463,6 +464,8 @@ def main() -> None:
         parser.error("--curve scores by playing: give --play_episodes too")
     if not 0 <= args.reseed <= 9:
         parser.error(f"--reseed {args.reseed}: give 0..9 (it is the seeds' thousands digit)")
+    if args.reseed and args.members > 1000:
+        parser.error(f"--reseed with {args.members} members: draws of seeds would overlap above 1000 members")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     sampler = (
         space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
