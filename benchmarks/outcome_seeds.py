@@ -48,12 +48,13 @@ def over(value: float, reference: float, offset: float) -> float:
 def gather(results: Sequence[Tuple[str, Dict[str, Any]]], arm: str) -> Dict[int, Dict[str, Any]]:
     """seed set -> its samples, each member's no-PBT scores by seed, and the PBT arm's bests by draw."""
     first_name, first = results[0]
+    # The PBT arm's settings: the first result that ran it (a no-PBT-only result has none to compare).
+    with_arm = [result for _, result in results if arm in result["args"].get("strategies", [])]
+    pbt_args = with_arm[0]["args"].get("pbt_args") if with_arm else None
     sets: Dict[int, Dict[str, Any]] = {}
     for name, result in results:
         differ = [k for k in SAME if result["args"].get(k) != first["args"].get(k)]
-        if arm in result["args"].get("strategies", []) and result["args"].get("pbt_args") != first["args"].get(
-            "pbt_args"
-        ):
+        if arm in result["args"].get("strategies", []) and result["args"].get("pbt_args") != pbt_args:
             differ.append("pbt_args")
         if differ:
             raise SystemExit(f"{name} differs from {first_name} in {differ}: give results of one comparison")

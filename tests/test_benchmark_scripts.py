@@ -146,3 +146,11 @@ def test_outcome_seeds_reports_each_draw_and_the_expected_best_over_the_seeds_tr
                           cwd=str(REPO), capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "differs from" in done.stderr and "['frames']" in done.stderr
+
+    # Another PBT method on the same samples is another comparison.
+    (tmp_path / "method.json").write_text(json.dumps(result([5, 6], [0.2, 0.3], 0.4, pbt_args=["pbt.x=1"])))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "outcome_seeds.py"), "--results",
+                           str(paths[0]), str(tmp_path / "method.json")],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "['pbt_args']" in done.stderr
