@@ -69,6 +69,15 @@ def sample_hyperparameters(rng: random.Random) -> Dict[str, Any]:
     }
 
 
+def check_reseed(reseed: int, members: int) -> None:
+    """ValueError unless ``reseed`` names a draw of seeds that overlaps no other (the seeds'
+    thousands digit, so at most 1000 members)."""
+    if not 0 <= reseed <= 9:
+        raise ValueError(f"--reseed {reseed}: give 0..9 (it is the seeds' thousands digit)")
+    if reseed and members > 1000:
+        raise ValueError(f"--reseed with {members} members: draws of seeds would overlap above 1000 members")
+
+
 def seed_set(
     index: int, members: int, sampler: Any = sample_hyperparameters, reseed: int = 0
 ) -> Tuple[List[Dict[str, Any]], List[int]]:
@@ -76,8 +85,7 @@ def seed_set(
     (and in every benchmark that draws from this script's samples). ``reseed`` keeps the samples and
     trains them from other seeds (0: the seed set's own), so one sample's luck can be told apart
     from its setting."""
-    if not 0 <= reseed <= 9 or (reseed and members > 1000):
-        raise ValueError(f"reseed {reseed} with {members} members: give 0..9, and at most 1000 members to reseed")
+    check_reseed(reseed, members)
     rng = random.Random(1000 + index)
     seeds = [10_000 * (index + 1) + 1_000 * reseed + i for i in range(members)]
     return [sampler(rng) for _ in range(members)], seeds
@@ -462,10 +470,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.curve and args.play_episodes <= 0:
         parser.error("--curve scores by playing: give --play_episodes too")
-    if not 0 <= args.reseed <= 9:
-        parser.error(f"--reseed {args.reseed}: give 0..9 (it is the seeds' thousands digit)")
-    if args.reseed and args.members > 1000:
-        parser.error(f"--reseed with {args.members} members: draws of seeds would overlap above 1000 members")
+    try:
+        check_reseed(args.reseed, args.members)
+    except ValueError as error:
+        parser.error(str(error))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     sampler = (
         space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ablation_curve import NO_PBT  # noqa: E402  (beside this script; the ablation's arm name)
+from ablation_curve import NO_PBT, ratio  # noqa: E402  (beside this script: the ablation's arm name, its ratio)
 
 GAIN = 1.10
 SAME = ("task", "frames", "num_envs", "search_space", "train_args", "play_episodes", "members")
@@ -41,8 +41,8 @@ def expected_best(scores_per_member: Sequence[Sequence[float]]) -> float:
 
 
 def over(value: float, reference: float, offset: float) -> float:
-    """(value - offset) / (reference - offset): a ratio over the random policy's score."""
-    return (value - offset) / (reference - offset) if reference != offset else float("nan")
+    """A ratio over the random policy's score (``offset``) taken off both."""
+    return ratio(value - offset, reference - offset)
 
 
 def gather(results: Sequence[Tuple[str, Dict[str, Any]]], arm: str) -> Dict[int, Dict[str, Any]]:

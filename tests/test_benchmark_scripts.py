@@ -107,6 +107,11 @@ def test_ablation_refuses_a_reseed_outside_the_seeds_thousands_digit() -> None:
     assert done.returncode == 2
     assert "--reseed 10: give 0..9" in done.stderr
 
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ablation.py"), "--reseed", "1", "--members", "1001"],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--reseed with 1001 members: draws of seeds would overlap above 1000 members" in done.stderr
+
 
 def test_outcome_seeds_reports_each_draw_and_the_expected_best_over_the_seeds_tried(tmp_path) -> None:
     # Two members on two draws of seeds: member 0 plays 0.1 or 0.9, member 1 0.5 on both, so the best
