@@ -29,11 +29,13 @@ measured, its energy drifts secularly (27% after 1000 free steps at 10 substeps)
 Goal: a point drawn uniformly over the annulus ``goalMinRadius <= |g| <= goalMaxRadius`` around the
 shoulder at every reset. Reward per step (the real goal, not a proxy)::
 
-    r = 1[|p - g| < goalRadius] - actionCost * |action|^2
+    r = 1[|p - g| < goalRadius] - actionCost * |action|^2 - distanceCost * |p - g|
 
 i.e. +1 for every step the fingertip is inside the goal disc (radius 0.03 m, 3/40 of the 0.4 m
 reach) and a small cost on effort, which also rewards *holding* the fingertip still in the goal
-rather than sweeping through it. There is no distance shaping, and by default the policy is not told
+rather than sweeping through it. There is no distance shaping by default (``distanceCost: 0``; a
+positive cost per metre from the goal makes the reward dense: every run learns to approach the
+goal, and the objective, which never counts the shaping, measures precision), and by default the policy is not told
 where its fingertip is: it sees its joint angles and the goal and must learn the arm's kinematics
 to place the fingertip within 3 cm. That precision is what PPO's defaults stall on and what its
 hyperparameters decide (see benchmarks/results/tasks_notes.md). Episodes last 200 control steps
@@ -64,9 +66,14 @@ class Reacher(VecTask):
     num_obs = 8  # 10 with env.observeTip
     num_actions = 2
     default_episode_length = 200
-    reward_shaping_keys = ("task.env.actionCost",)
+    reward_shaping_keys = ("task.env.actionCost", "task.env.distanceCost")
     reports_true_objective = True
-    live_env = {"goalRadius": "goal_radius", "goalMinRadius": "goal_min_radius", "goalMaxRadius": "goal_max_radius"}
+    live_env = {
+        "goalRadius": "goal_radius",
+        "goalMinRadius": "goal_min_radius",
+        "goalMaxRadius": "goal_max_radius",
+        "distanceCost": "distance_cost",
+    }
 
     def __init__(
         self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
@@ -89,6 +96,7 @@ class Reacher(VecTask):
         self.goal_min_radius = float(e.get("goalMinRadius", 0.05))
         self.goal_max_radius = float(e.get("goalMaxRadius", 0.35))
         self.action_cost = float(e.get("actionCost", 0.05))
+        self.distance_cost = float(e.get("distanceCost", 0.0))
         self.check_env()
         # Constant parts of the mass matrix (uniform rods, centre of mass at half length).
         c1, c2 = self.l1 / 2.0, self.l2 / 2.0
@@ -115,6 +123,10 @@ class Reacher(VecTask):
             raise ConfigError(
                 f"Reacher env.goalRadius must be in (0, {2 * reach}] (twice the arm's reach: any larger disc holds "
                 f"every fingertip position), got {self.goal_radius}."
+            )
+        if not self.distance_cost >= 0.0:
+            raise ConfigError(
+                f"Reacher env.distanceCost must be >= 0 (a cost per metre from the goal), got {self.distance_cost}."
             )
 
     # -- physics ------------------------------------------------------------------------------------
@@ -196,7 +208,7 @@ class Reacher(VecTask):
         dist = torch.linalg.vector_norm(self.fingertip() - self.goal, dim=-1)
         inside = (dist < self.goal_radius).float()
         self.in_goal_steps += inside
-        reward = inside - self.action_cost * (actions**2).sum(-1)
+        reward = inside - self.action_cost * (actions**2).sum(-1) - self.distance_cost * dist
         return reward, torch.zeros_like(self.reset_buf)
 
     def _episode_end_extras(self, done: Tensor) -> None:

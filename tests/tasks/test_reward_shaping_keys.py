@@ -11,7 +11,7 @@ from pbt.tasks.registry import TaskRef, parse_task, reward_shaping
 def test_builtins_declare_their_reward_shaping_keys() -> None:
     pytest.importorskip("torch")
     reacher = reward_shaping(parse_task("Reacher"))
-    assert reacher.keys == ("task.env.actionCost",) and reacher.reports_true_objective
+    assert reacher.keys == ("task.env.actionCost", "task.env.distanceCost") and reacher.reports_true_objective
     cartpole = reward_shaping(parse_task("Cartpole"))
     assert cartpole.shapes("task.env.actionCost") and cartpole.reports_true_objective
     pendulum = reward_shaping(parse_task("Pendulum"))  # a fixed reward, no true_objective

@@ -415,6 +415,23 @@ def test_reacher_action_cost() -> None:
     assert rew.item() == pytest.approx(-0.1)
 
 
+def test_reacher_distance_cost_shapes_the_reward_not_the_objective() -> None:
+    t = make(Reacher, num_envs=2, episodeLength=3, actionCost=0.0, distanceCost=2.0)
+    t.q_dot.zero_()
+    tip = t.fingertip()
+    t.goal[0] = tip[0]
+    t.goal[1] = tip[1] + torch.tensor([0.1, 0.0])  # 10 cm away: outside the disc
+    for _ in range(3):
+        _, rew, _, extras = t.step(zeros(t))
+    assert rew[0].item() == pytest.approx(1.0, abs=1e-5) and rew[1].item() == pytest.approx(-0.2, abs=1e-5)
+    assert extras["true_objective"].tolist() == [1.0, 0.0]
+
+
+def test_reacher_rejects_a_negative_distance_cost() -> None:
+    with pytest.raises(ConfigError, match="distanceCost must be >= 0"):
+        make(Reacher, distanceCost=-0.5)
+
+
 def test_pendulum_reports_no_true_objective() -> None:
     t = make(Pendulum, num_envs=2)
     _, _, _, extras = t.step(zeros(t))
@@ -486,7 +503,12 @@ def test_reacher_goal_radii_change_in_the_running_task() -> None:
     task = Reacher({"env": {"numEnvs": 4, "goalRadius": 0.03}, "seed": 1})
     task.reset()
     setters = task.live_setters()
-    assert sorted(setters) == ["task.env.goalMaxRadius", "task.env.goalMinRadius", "task.env.goalRadius"]
+    assert sorted(setters) == [
+        "task.env.distanceCost",
+        "task.env.goalMaxRadius",
+        "task.env.goalMinRadius",
+        "task.env.goalRadius",
+    ]
     setters["task.env.goalRadius"](0.8)  # twice the reach: every fingertip is inside
     _, reward, _, _ = task.step(torch.zeros(4, 2))
     assert task.goal_radius == 0.8 and bool((reward == 1.0).all())
