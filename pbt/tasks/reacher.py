@@ -34,9 +34,9 @@ shoulder at every reset. Reward per step (the real goal, not a proxy)::
 i.e. +1 for every step the fingertip is inside the goal disc (radius 0.03 m, 3/40 of the 0.4 m
 reach) and a small cost on effort, which also rewards *holding* the fingertip still in the goal
 rather than sweeping through it. There is no distance shaping by default (``distanceCost: 0``; a
-positive cost per metre from the goal makes the reward dense: every run learns to approach the
-goal, and the objective, which never counts the shaping, measures precision), and by default the policy is not told
-where its fingertip is: it sees its joint angles and the goal and must learn the arm's kinematics
+positive cost per metre from the goal makes the reward dense: every run learns to approach the goal,
+and the objective, which never counts the shaping, measures precision). By default the policy is not
+told where its fingertip is either: it sees its joint angles and the goal and must learn the arm's kinematics
 to place the fingertip within 3 cm. That precision is what PPO's defaults stall on and what its
 hyperparameters decide (see benchmarks/results/tasks_notes.md). Episodes last 200 control steps
 (dt = 0.05 s, 10 s) and never terminate early.
