@@ -6,7 +6,8 @@ the network, task parameters...) is baked into buffers, the model or the env: ch
 rebuild, and the member re-executes itself instead.
 """
 
-from typing import Any, Callable, ClassVar, Dict, Mapping
+import math
+from typing import Any, Callable, ClassVar, Dict, Mapping, Optional
 
 from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
 
@@ -80,15 +81,43 @@ class PpoAdapter(AgentAdapter):
     readers: ClassVar[Mapping[str, Reader]] = DISCRETE_READERS
 
     def restore(self, state: Mapping[str, Any], config: Mapping[str, Any]) -> None:
-        # The checkpoint's optimizer carries its own lr, and rl_games applies last_lr after every
-        # minibatch: put the configured learning rate in force (it may have been mutated).
+        # rl_games applies last_lr after every minibatch, not the checkpoint optimizer's lr: put the
+        # checkpoint's rate back where the adaptive schedule had moved it, else the configured one.
+        rate = self.rate_in_force(state)
         super().restore(state, config)
-        _set_lr(self.algo, config["learning_rate"])
+        if rate is None:
+            _set_lr(self.algo, config["learning_rate"])
+        else:
+            self.put_rate(rate)
 
     def load_weights(self, state: Mapping[str, Any]) -> None:
-        # The donor's optimizer state carries the donor's lr: keep this member's own in force.
+        # The donor's optimizer state carries the donor's lr: keep this member's own in force (the
+        # exploiter then puts the rate the change carries, if any).
         super().load_weights(state)
         self.algo.update_lr(self.algo.last_lr)
+
+    def adaptive_rate(self) -> bool:
+        """Whether rl_games' KL-adaptive schedule (``lr_schedule: adaptive``) moves the learning rate."""
+        from rl_games.common.schedulers import AdaptiveScheduler
+
+        return isinstance(getattr(self.algo, "scheduler", None), AdaptiveScheduler)
+
+    def rate_in_force(self, state: Optional[Mapping[str, Any]] = None) -> Optional[float]:
+        if self.algo is None or not self.adaptive_rate():
+            return None
+        if state is None:
+            return float(self.algo.last_lr)
+        optimizer = state.get("optimizer")  # untrusted: a peer's checkpoint
+        groups = optimizer.get("param_groups") if isinstance(optimizer, Mapping) else None
+        first = groups[0] if isinstance(groups, list) and groups and isinstance(groups[0], Mapping) else {}
+        rate = first.get("lr")
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0:
+            return float(rate)
+        return None
+
+    def put_rate(self, rate: float) -> None:
+        scheduler = self.algo.scheduler  # within the schedule's own bounds, as it would keep it
+        _set_lr(self.algo, min(max(float(rate), scheduler.min_lr), scheduler.max_lr))
 
 
 class ContinuousPpoAdapter(PpoAdapter):

@@ -195,6 +195,20 @@ def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, An
     return {k: v for k, v in after.items() if before.get(k) != v}
 
 
+LEARNING_RATE = CONFIG + "learning_rate"
+
+
+def rate_factor(before: Mapping[str, Any], after: Mapping[str, Any]) -> float:
+    """How many times ``after``'s learning rate is ``before``'s (1 where either lacks a positive one)."""
+    old, new = _positive(before.get(LEARNING_RATE)), _positive(after.get(LEARNING_RATE))
+    return new / old if old is not None and new is not None else 1.0
+
+
+def _positive(value: Any) -> Optional[float]:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
 class AgentAdapter:
     """A live rl_games agent as PBT sees it. Subclasses fill :attr:`setters` and :attr:`readers`."""
 
@@ -238,6 +252,16 @@ class AgentAdapter:
             )
         for key, value in params.items():
             self.setters[key](self.algo, value)
+
+    def rate_in_force(self, state: Optional[Mapping[str, Any]] = None) -> Optional[float]:
+        """The learning rate a schedule has moved the agent to (``state``: a checkpoint's instead),
+        which a change carries on like the optimizer's moments; None where the configured learning
+        rate is the rate in force (no such schedule, or the checkpoint does not say)."""
+        return None
+
+    def put_rate(self, rate: float) -> None:
+        """Put ``rate`` in force; called only where :meth:`rate_in_force` gave one."""
+        raise NotImplementedError(f"{type(self).__name__} gives a rate in force but cannot put one")
 
     def read(self, key: str) -> Any:
         """The value of ``key`` in force in the agent (None when the adapter cannot read it)."""

@@ -41,9 +41,10 @@ def enter_stage(exploiter: "Exploiter", decision: Decision, frame: int, final: b
     missing = sorted(key for key in overrides if key not in exploiter.task_setters)
     if mode == INPLACE and not missing:
         start = time.perf_counter()
+        rate = exploiter.carried_rate(decision, None)
         for key, value in overrides.items():
             exploiter.task_setters[key](value)
-        outcome = exploiter.finish_inplace(decision, None)
+        outcome = exploiter.finish_inplace(decision, None, rate)
         log.info(
             "PBT policy %d: entered curriculum stage %d in place in %.1f ms",
             member.pbt.policy_idx,

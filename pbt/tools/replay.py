@@ -6,7 +6,8 @@ a ``steps`` list of ``{frame, params}``, params keyed by full config key). Steps
 applied to the config before the agent is built (any key may change there); every later step is
 applied in the running agent (through the learner's :class:`pbt.rl_games.agent.AgentAdapter`) at
 the end of the first epoch whose frame count is >= the step's frame, and the values read back from
-the agent are logged. A later step that changes a key which cannot change in a running agent
+the agent are logged. Under rl_games' adaptive schedule a step scales the learning rate in force by
+its change of ``learning_rate``, as a PBT change does (docs/rl_games.md). A later step that changes a key which cannot change in a running agent
 (horizon_length, minibatch_size, the network, task parameters...) is refused before training starts.
 
 Other arguments are Hydra overrides, as for ``pbt-train``. PBT is off in a replay.
@@ -23,7 +24,7 @@ import yaml
 
 from pbt.errors import ConfigError, PbtError
 from pbt.mutation.explore import frozen_reason
-from pbt.rl_games.agent import CONFIG, AgentAdapter
+from pbt.rl_games.agent import CONFIG, AgentAdapter, rate_factor
 from pbt.storage.bounds import MAX_FRAMES
 from pbt.storage.record import MAX_PARAM_INT
 from pbt.tools.display import printable
@@ -195,7 +196,13 @@ def make_observer(cfg: Dict[str, Any], timed: Sequence[TimedChange], total: int)
                 self.apply(self.agent, self.pending.pop(0), now, int(epoch_num))
 
         def apply(self, agent: AgentAdapter, change: TimedChange, frame: int, epoch: int) -> None:
+            rate = agent.rate_in_force()  # as a PBT change: the schedule's rate in force, scaled
             agent.set_hyperparameters(change.changes)
+            carried = ""
+            if rate is not None:
+                factor = rate_factor(change.before, {**change.before, **change.changes})
+                agent.put_rate(rate * factor)
+                carried = f"; adaptive rate in force {rate:.6g} -> {agent.rate_in_force():.6g} (x{factor:.6g})"
             parts = [
                 f"{short(k)} {change.before.get(k)!r} -> {v!r} (agent {agent.read(k)!r})"
                 for k, v in sorted(change.changes.items())
@@ -207,7 +214,7 @@ def make_observer(cfg: Dict[str, Any], timed: Sequence[TimedChange], total: int)
                 change.frame,
                 frame,
                 epoch,
-                ", ".join(parts) or "no change",
+                (", ".join(parts) or "no change") + carried,
             )
             self.applied.append((change, frame))
 

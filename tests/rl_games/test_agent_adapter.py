@@ -1,7 +1,7 @@
 """The agent adapters on real rl_games agents built through pbt.rl_games.runner: every in-place key
 applies and reads back on a continuous (Pendulum) and a discrete PPO agent, the discrete one sends
 bounds_loss_coef to a rebuild, donor weights load keeping the member's counters and learning rate,
-and an unknown algo falls back to exec-only."""
+a change carries the rate the adaptive schedule found, and an unknown algo falls back to exec-only."""
 import copy
 import math
 import subprocess
@@ -141,15 +141,77 @@ def test_donor_weights_load_keeping_counters_and_learning_rate(built: Dict[str, 
     assert agent.read(CONFIG + "learning_rate") == pytest.approx(1e-4)
     assert algo.game_rewards.current_size == 0
     assert f"frame 12345, epoch 67, lr 0.0001, weights {donor_print[:16]}" == agent.describe()
-    # A restore (own checkpoint) takes its counters and the configured learning rate.
+    # A restore (own checkpoint) takes its counters and, under the adaptive schedule of the shipped
+    # configs, the rate the checkpoint was training at; without a usable one, the configured rate.
     donor["frame"], donor["epoch"] = 500, 3
     agent.restore(donor, {"learning_rate": 3e-4})
-    assert (algo.frame, algo.epoch_num) == (500, 3) and agent.read(CONFIG + "learning_rate") == pytest.approx(3e-4)
+    assert (algo.frame, algo.epoch_num) == (500, 3) and agent.read(CONFIG + "learning_rate") == pytest.approx(9e-3)
+    for unusable in (math.nan, -1.0, "0.1", None):
+        donor["optimizer"]["param_groups"][0]["lr"] = unusable
+        agent.restore(donor, {"learning_rate": 3e-4})
+        assert agent.read(CONFIG + "learning_rate") == pytest.approx(3e-4) and algo.last_lr == pytest.approx(3e-4)
     with torch.no_grad():
         next(iter(algo.model.parameters()))[0].fill_(math.nan)
     assert agent.nonfinite_weights()
     agent.load_weights(donor)
     assert not agent.nonfinite_weights()
+
+
+@pytest.mark.parametrize("name", ["a2c_continuous", "a2c_discrete"])
+def test_a_change_carries_the_rate_the_adaptive_schedule_found(built: Dict[str, SimpleNamespace], name: str) -> None:
+    """Under rl_games' KL-adaptive schedule the learning rate in force is state, like Adam's moments:
+    a replace continues at the donor's rate and a mutation at the member's own, each scaled as the
+    decision scales ``learning_rate``, where resetting to the configured value would cost the
+    member the epochs its schedule needs to find the rate again, at every change."""
+    from pbt.rl_games.exploit import Exploiter
+
+    algo = built[name].algo
+    agent = make_adapter(algo, name)
+    lr = CONFIG + "learning_rate"
+    member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="inplace", policy_idx=0), last_iteration=3,
+                             params={lr: 1e-3, CONFIG + "gamma": 0.99}, network=None)
+    exploiter = Exploiter(member, agent, score=SimpleNamespace(reset=lambda: None, note_change=lambda: None))  # type: ignore[arg-type]
+    agent.put_rate(4e-3)  # where the schedule moved this member
+    mutate = SimpleNamespace(action="mutate", donor=None, reason="r", params_before=dict(member.params),
+                             params_after={lr: 1.2e-3, CONFIG + "gamma": 0.98}, network=None)
+    exploiter.exploit_inplace(mutate)  # type: ignore[arg-type]
+    assert algo.last_lr == pytest.approx(4.8e-3) and agent.read(lr) == pytest.approx(4.8e-3)
+    assert agent.read(CONFIG + "gamma") == pytest.approx(0.98)
+
+    donor_state = copy.deepcopy(agent.full_state())
+    donor_state["optimizer"]["param_groups"][0]["lr"] = 2e-4  # the donor's schedule found a lower rate
+    donor = SimpleNamespace(policy_idx=1, params={lr: 5e-4}, checksum="c")
+    member.workspace = SimpleNamespace(load_checkpoint=lambda record: donor_state)
+    replace = SimpleNamespace(action="replace", donor=donor, reason="r", params_before=dict(member.params),
+                              params_after={lr: 4e-4, CONFIG + "gamma": 0.99}, network=None)
+    exploiter.exploit_inplace(replace)  # type: ignore[arg-type]
+    assert algo.last_lr == pytest.approx(1.6e-4)  # the donor's 2e-4 x (4e-4 / 5e-4)
+    # Within the schedule's own bounds, whatever a peer's checkpoint says.
+    donor_state["optimizer"]["param_groups"][0]["lr"] = 5.0
+    exploiter.exploit_inplace(replace)  # type: ignore[arg-type]
+    assert algo.last_lr == pytest.approx(algo.scheduler.max_lr)
+
+    # No schedule moving the rate: the configured value is the rate in force, as before.
+    scheduler = algo.scheduler
+    try:
+        from rl_games.common.schedulers import IdentityScheduler
+
+        algo.scheduler = IdentityScheduler()
+        assert agent.rate_in_force() is None and agent.rate_in_force(donor_state) is None
+        exploiter.exploit_inplace(mutate)  # type: ignore[arg-type]
+        assert algo.last_lr == pytest.approx(1.2e-3)
+    finally:
+        algo.scheduler = scheduler
+
+
+def test_rate_factor_is_the_learning_rates_ratio_or_one() -> None:
+    from pbt.rl_games.agent import rate_factor
+
+    lr = CONFIG + "learning_rate"
+    assert rate_factor({lr: 1e-3}, {lr: 1.5e-3}) == pytest.approx(1.5)
+    for before, after in [({}, {lr: 1e-3}), ({lr: 1e-3}, {}), ({lr: 0.0}, {lr: 1e-3}), ({lr: math.inf}, {lr: 1e-3}),
+                          ({lr: True}, {lr: 1e-3}), ({lr: "1e-3"}, {lr: 1e-3}), ({lr: 1e-3}, {lr: math.nan})]:
+        assert rate_factor(before, after) == 1.0, (before, after)
 
 
 def test_unknown_algo_falls_back_to_exec_only(caplog: pytest.LogCaptureFixture) -> None:

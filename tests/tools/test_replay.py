@@ -67,7 +67,8 @@ def test_load_schedule_accepts_a_bare_list(tmp_path):
 
 APPLIED = re.compile(r"REPLAY step (?P<index>\d+)/(?P<total>\d+) scheduled at frame (?P<frame>\d+) applied at frame "
                      r"(?P<at>\d+) \(epoch (?P<epoch>\d+)\): (?P<changes>.*)")
-CHANGE = re.compile(r"(?P<key>[\w.]+) (?P<before>\S+) -> (?P<after>\S+) \(agent (?P<agent>\S+)\)")
+CHANGE = re.compile(r"(?P<key>[\w.]+) (?P<before>\S+) -> (?P<after>\S+) \(agent (?P<agent>[^)\s]+)\)")
+RATE = re.compile(r"adaptive rate in force (?P<before>\S+) -> (?P<after>\S+) \(x(?P<factor>[^)]+)\)")
 
 NUM_ENVS, HORIZON = 128, 16
 EPOCH_FRAMES = NUM_ENVS * HORIZON  # 2048
@@ -103,9 +104,19 @@ def test_replay_applies_changes_at_the_recorded_frames(tmp_path):
         changes = {m["key"]: m.groupdict() for m in CHANGE.finditer(entry["changes"])}
         expected = {k[len(C):]: v for k, v in step["params"].items() if k != C + "horizon_length"}
         assert set(changes) == set(expected)
+        carried = RATE.search(entry["changes"])  # Pendulum's PPO config: the adaptive schedule
+        assert carried is not None, entry
+        before, after, factor = float(carried["before"]), float(carried["after"]), float(carried["factor"])
+        lr = "learning_rate"
+        if lr in expected:  # scaled as the schedule scales learning_rate, within the schedule's bounds
+            assert factor == pytest.approx(expected[lr] / float(changes[lr]["before"]), rel=1e-5)
+        else:
+            assert factor == 1.0
+        assert after == pytest.approx(min(max(before * factor, 1e-6), 1e-2), rel=1e-5)
         for key, value in expected.items():
             assert float(changes[key]["after"]) == value
-            assert float(changes[key]["agent"]) == pytest.approx(value, rel=1e-6), (key, changes[key])
+            in_force = after if key == lr else value
+            assert float(changes[key]["agent"]) == pytest.approx(in_force, rel=1e-5), (key, changes[key])
     assert applied[0]["at"] == applied[1]["at"]  # both due at the same epoch end, applied in order
     summary = parse_summary(output)
     assert summary["frames"] >= 50000
