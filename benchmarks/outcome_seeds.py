@@ -4,8 +4,11 @@ The outcome goal compares PBT's best member with the best of the independent run
 samples and seeds. Where single runs take off on some seeds and not on others, that best is one
 draw. Given results of ``benchmarks/ablation.py`` from the same samples trained from other seeds
 (``--reseed``), this script reports per seed set and draw the no-PBT best, each PBT run's best and
-their ratio over the random policy; and per seed set the expected best of the independent runs when
-each member's seed is any of those tried (every combination equally likely), beside PBT's mean best.
+their ratio over the random policy, and where the no-PBT arm ran with ``--curve`` the best independent
+run's rank at the first quarter of the budget (1: it led there, so PBT's first decisions favour its
+family); per seed set the expected best of the independent runs when each member's seed is any of
+those tried (every combination equally likely), beside PBT's mean best; and how often the goal was
+met where the best independent run led at the first quarter and where it did not.
 
     python benchmarks/outcome_seeds.py --results benchmarks/results/ablation_outcome_600k_envs256_effect.json \
         benchmarks/results/ablation_reseed1_600k_envs256.json benchmarks/results/ablation_reseed2_600k_envs256.json
@@ -59,7 +62,9 @@ def gather(results: Sequence[Tuple[str, Dict[str, Any]]], arm: str) -> Dict[int,
         if differ:
             raise SystemExit(f"{name} differs from {first_name} in {differ}: give results of one comparison")
         for entry in result["sets"]:
-            s = sets.setdefault(entry["seed_set"], {"samples": entry["samples"], "no_pbt": {}, "pbt": {}})
+            s = sets.setdefault(
+                entry["seed_set"], {"samples": entry["samples"], "no_pbt": {}, "pbt": {}, "first_quarter": {}}
+            )
             if entry["samples"] != s["samples"]:
                 raise SystemExit(f"{name} seed set {entry['seed_set']} has other samples than {first_name}")
             draw = tuple(entry["seeds"])
@@ -68,24 +73,47 @@ def gather(results: Sequence[Tuple[str, Dict[str, Any]]], arm: str) -> Dict[int,
                 if not all(math.isfinite(x) for x in scores):
                     raise SystemExit(f"{name} seed set {entry['seed_set']}: a no-PBT member has no score {scores}")
                 s["no_pbt"][draw] = scores
+                curve = entry["arms"][NO_PBT].get("curve")
+                if curve:
+                    s["first_quarter"][draw] = curve["scores"][0]
             if arm in entry["arms"]:
                 s["pbt"].setdefault(draw, []).append(entry["arms"][arm]["best"])
     return sets
 
 
+def rank_at_first_quarter(final: Sequence[float], first_quarter: Sequence[float]) -> int:
+    """The best final member's rank among the members' scores at the first quarter (1: it led)."""
+    best = max(range(len(final)), key=lambda i: final[i])
+    return 1 + sum(1 for score in first_quarter if score > first_quarter[best])
+
+
 def tables(sets: Dict[int, Dict[str, Any]], offset: float, gain: float) -> List[str]:
     lines = [
-        "| seed set | seeds | no-PBT best | PBT best (each run) | best ratio over random (each run) | goal met |",
-        "| ---: | --- | ---: | --- | --- | --- |",
+        "| seed set | seeds | no-PBT best | its rank at 25% | PBT best (each run) | best ratio over random (each run) "
+        "| goal met |",
+        "| ---: | --- | ---: | ---: | --- | --- | --- |",
     ]
+    met: Dict[bool, List[bool]] = {True: [], False: []}  # led at the first quarter -> goal met, per PBT run
     for index, s in sorted(sets.items()):
         for draw, scores in s["no_pbt"].items():
             bests = s["pbt"].get(draw, [])
             ratios = [over(b, max(scores), offset) for b in bests]
+            quarter = s["first_quarter"].get(draw)
+            rank = rank_at_first_quarter(scores, quarter) if quarter else None
+            if rank is not None:
+                met[rank == 1] += [r >= gain for r in ratios]
             lines.append(
-                f"| {index} | {draw[0]}-{draw[-1]} | {max(scores):.3f} | {' / '.join(f'{b:.3f}' for b in bests)} "
+                f"| {index} | {draw[0]}-{draw[-1]} | {max(scores):.3f} | {rank if rank else '-'} "
+                f"| {' / '.join(f'{b:.3f}' for b in bests)} "
                 f"| {' / '.join(f'x{r:.3f}' for r in ratios)} | {' / '.join('yes' if r >= gain else 'no' for r in ratios)} |"
             )
+    summary = [
+        f"Where the best independent run {'led' if led else 'did not lead'} at 25% of the budget: "
+        f"goal met in {sum(runs)} of {len(runs)} PBT runs."
+        for led, runs in met.items()
+        if runs
+    ]
+    lines += [""] + summary if summary else []
     lines += [
         "",
         "| seed set | draws | expected best of the independent runs | PBT best, mean over draws (min-max) | ratio over random |",

@@ -120,29 +120,35 @@ def test_outcome_seeds_reports_each_draw_and_the_expected_best_over_the_seeds_tr
             "play_episodes": 8, "members": 2, "strategies": ["threshold"], "pbt_args": []}
     samples = [{"lr": 1e-3}, {"lr": 1e-4}]
 
-    def result(seeds, no_pbt, pbt_best, **changed):
+    def result(seeds, no_pbt, pbt_best, first_quarter=None, **changed):
         arms = {"no_pbt": {"scores": no_pbt}, "threshold": {"best": pbt_best}}
+        if first_quarter is not None:  # --curve: the no-PBT scores at 25 / 50 / 75 / 100%
+            arms["no_pbt"]["curve"] = {"scores": [first_quarter, no_pbt, no_pbt, no_pbt]}
         return {"args": {**args, **changed}, "random_score": 0.1,
                 "sets": [{"seed_set": 0, "samples": samples, "seeds": seeds, "arms": arms}]}
 
     paths = []
-    for name, data in [("own", result([1, 2], [0.9, 0.5], 0.8)), ("other", result([3, 4], [0.1, 0.5], 0.6))]:
+    # On the own seeds the best run (member 0) trails member 1 at the first quarter: rank 2.
+    for name, data in [("own", result([1, 2], [0.9, 0.5], 0.8, [0.1, 0.2])), ("other", result([3, 4], [0.1, 0.5], 0.6))]:
         paths.append(tmp_path / f"{name}.json")
         paths[-1].write_text(json.dumps(data))
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "outcome_seeds.py"), "--results", *map(str, paths)],
                           cwd=str(REPO), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| 0 | 1-2 | 0.900 | 0.800 | x0.875 | no |" in done.stdout
-    assert "| 0 | 3-4 | 0.500 | 0.600 | x1.250 | yes |" in done.stdout
+    assert "| 0 | 1-2 | 0.900 | 2 | 0.800 | x0.875 | no |" in done.stdout
+    assert "| 0 | 3-4 | 0.500 | - | 0.600 | x1.250 | yes |" in done.stdout  # no curve: no rank
     assert "| 0 | 2 | 0.700 | 0.700 (0.600-0.800) | x1.00 |" in done.stdout
+    assert "did not lead at 25% of the budget: goal met in 0 of 1 PBT runs." in done.stdout
+    assert "best independent run led at" not in done.stdout  # no draw where it led
 
     # The own draw's PBT arm run again (0.6): each draw weighs the same in the mean, (0.7 + 0.6) / 2.
-    (tmp_path / "again.json").write_text(json.dumps(result([1, 2], [0.9, 0.5], 0.6)))
+    (tmp_path / "again.json").write_text(json.dumps(result([1, 2], [0.9, 0.5], 0.6, [0.3, 0.2])))
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "outcome_seeds.py"), "--results",
                            *map(str, paths), str(tmp_path / "again.json")],
                           cwd=str(REPO), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| 0 | 1-2 | 0.900 | 0.800 / 0.600 | x0.875 / x0.625 | no / no |" in done.stdout
+    assert "| 0 | 1-2 | 0.900 | 1 | 0.800 / 0.600 | x0.875 / x0.625 | no / no |" in done.stdout  # the newest curve
+    assert "led at 25% of the budget: goal met in 0 of 2 PBT runs." in done.stdout
     assert "| 0 | 2 | 0.700 | 0.650 (0.600-0.800) | x0.92 |" in done.stdout
 
     (tmp_path / "budget.json").write_text(json.dumps(result([5, 6], [0.2, 0.3], 0.4, frames=2000)))
