@@ -6,10 +6,9 @@ the network, task parameters...) is baked into buffers, the model or the env: ch
 rebuild, and the member re-executes itself instead.
 """
 
-import math
 from typing import Any, Callable, ClassVar, Dict, Mapping, Optional
 
-from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
+from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter, positive_number
 
 
 def _set_lr(algo: Any, value: Any) -> None:
@@ -110,10 +109,7 @@ class PpoAdapter(AgentAdapter):
         optimizer = state.get("optimizer")  # untrusted: a peer's checkpoint
         groups = optimizer.get("param_groups") if isinstance(optimizer, Mapping) else None
         first = groups[0] if isinstance(groups, list) and groups and isinstance(groups[0], Mapping) else {}
-        rate = first.get("lr")
-        if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0:
-            return float(rate)
-        return None
+        return positive_number(first.get("lr"))
 
     def put_rate(self, rate: float) -> None:
         scheduler = self.algo.scheduler  # within the schedule's own bounds, as it would keep it

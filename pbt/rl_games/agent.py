@@ -200,11 +200,12 @@ LEARNING_RATE = CONFIG + "learning_rate"
 
 def rate_factor(before: Mapping[str, Any], after: Mapping[str, Any]) -> float:
     """How many times ``after``'s learning rate is ``before``'s (1 where either lacks a positive one)."""
-    old, new = _positive(before.get(LEARNING_RATE)), _positive(after.get(LEARNING_RATE))
+    old, new = positive_number(before.get(LEARNING_RATE)), positive_number(after.get(LEARNING_RATE))
     return new / old if old is not None and new is not None else 1.0
 
 
-def _positive(value: Any) -> Optional[float]:
+def positive_number(value: Any) -> Optional[float]:
+    """``value`` as a float when it is a finite positive number (not a bool); else None."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
     return float(value) if ok else None
 

@@ -7,8 +7,9 @@ applied to the config before the agent is built (any key may change there); ever
 applied in the running agent (through the learner's :class:`pbt.rl_games.agent.AgentAdapter`) at
 the end of the first epoch whose frame count is >= the step's frame, and the values read back from
 the agent are logged. Under rl_games' adaptive schedule a step scales the learning rate in force by
-its change of ``learning_rate``, as a PBT change does (docs/rl_games.md). A later step that changes a key which cannot change in a running agent
-(horizon_length, minibatch_size, the network, task parameters...) is refused before training starts.
+its change of ``learning_rate``, as a PBT change does (docs/rl_games.md). A later step that changes
+a key which cannot change in a running agent (horizon_length, minibatch_size, the network, task
+parameters...) is refused before training starts.
 
 Other arguments are Hydra overrides, as for ``pbt-train``. PBT is off in a replay.
 """
