@@ -102,7 +102,7 @@ class PpoAdapter(AgentAdapter):
         return isinstance(getattr(self.algo, "scheduler", None), AdaptiveScheduler)
 
     def rate_in_force(self, state: Optional[Mapping[str, Any]] = None) -> Optional[float]:
-        if self.algo is None or not self.adaptive_rate():
+        if not self.adaptive_rate():
             return None
         if state is None:
             return float(self.algo.last_lr)

@@ -201,9 +201,9 @@ def make_observer(cfg: Dict[str, Any], timed: Sequence[TimedChange], total: int)
             agent.set_hyperparameters(change.changes)
             carried = ""
             if rate is not None:
-                factor = rate_factor(change.before, {**change.before, **change.changes})
+                factor = rate_factor(change.before, change.changes)
                 agent.put_rate(rate * factor)
-                carried = f"; adaptive rate in force {rate:.6g} -> {agent.rate_in_force():.6g} (x{factor:.6g})"
+                carried = f"; adaptive rate in force {rate!r} -> {agent.rate_in_force()!r} (x{factor!r})"
             parts = [
                 f"{short(k)} {change.before.get(k)!r} -> {v!r} (agent {agent.read(k)!r})"
                 for k, v in sorted(change.changes.items())

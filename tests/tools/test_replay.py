@@ -109,14 +109,14 @@ def test_replay_applies_changes_at_the_recorded_frames(tmp_path):
         before, after, factor = float(carried["before"]), float(carried["after"]), float(carried["factor"])
         lr = "learning_rate"
         if lr in expected:  # scaled as the schedule scales learning_rate, within the schedule's bounds
-            assert factor == pytest.approx(expected[lr] / float(changes[lr]["before"]), rel=1e-5)
+            assert factor == pytest.approx(expected[lr] / float(changes[lr]["before"]), rel=1e-6)
         else:
             assert factor == 1.0
-        assert after == pytest.approx(min(max(before * factor, 1e-6), 1e-2), rel=1e-5)
+        assert after == pytest.approx(min(max(before * factor, 1e-6), 1e-2), rel=1e-6)
         for key, value in expected.items():
             assert float(changes[key]["after"]) == value
             in_force = after if key == lr else value
-            assert float(changes[key]["agent"]) == pytest.approx(in_force, rel=1e-5), (key, changes[key])
+            assert float(changes[key]["agent"]) == pytest.approx(in_force, rel=1e-6), (key, changes[key])
     assert applied[0]["at"] == applied[1]["at"]  # both due at the same epoch end, applied in order
     summary = parse_summary(output)
     assert summary["frames"] >= 50000
