@@ -14,7 +14,7 @@ import random
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pbt.config import PbtConfig
 from pbt.curriculum.member import curriculum_state, restore_stage, stage_decision
@@ -552,8 +552,15 @@ class PbtMember:
         return self.lineage.flush()
 
 
-def plan_restart(member: "PbtMember", decision: Decision, frame: int, epoch: int) -> Optional[RestartPlan]:
-    """Copy the checkpoint ``member`` restarts from into its run dir and build the new argv.
+def plan_restart(
+    member: "PbtMember",
+    decision: Decision,
+    frame: int,
+    epoch: int,
+    edit: Optional[Callable[[Dict[str, Any]], None]] = None,
+) -> Optional[RestartPlan]:
+    """Copy the checkpoint ``member`` restarts from into its run dir (``edit``: the learner's change
+    to the copy, see :meth:`Workspace.export_checkpoint`) and build the new argv.
 
     Returns None (and the member keeps training as it is) when the donor's checkpoint vanished
     or is damaged: peers delete old files at any time.
@@ -568,7 +575,7 @@ def plan_restart(member: "PbtMember", decision: Decision, frame: int, epoch: int
             if own is None:
                 raise CorruptRecordError(f"own record of iteration {member.last_iteration} is gone")
             source = own
-        member.workspace.export_checkpoint(source, None, dest, frame=frame, epoch=epoch)
+        member.workspace.export_checkpoint(source, None, dest, frame=frame, epoch=epoch, edit=edit)
     except (CorruptRecordError, WorkspaceError) as exc:
         log.warning(
             "PBT policy %d: cannot restart from %s's checkpoint (%s); keeping current weights",

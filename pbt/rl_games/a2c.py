@@ -112,8 +112,19 @@ class PpoAdapter(AgentAdapter):
         return positive_number(first.get("lr"))
 
     def put_rate(self, rate: float) -> None:
-        scheduler = self.algo.scheduler  # within the schedule's own bounds, as it would keep it
-        _set_lr(self.algo, min(max(float(rate), scheduler.min_lr), scheduler.max_lr))
+        _set_lr(self.algo, self.bounded_rate(rate))
+
+    def write_rate(self, state: Dict[str, Any], rate: float) -> None:
+        optimizer = state.get("optimizer")
+        groups = optimizer.get("param_groups") if isinstance(optimizer, Mapping) else None
+        for group in groups if isinstance(groups, list) else []:
+            if isinstance(group, dict):
+                group["lr"] = self.bounded_rate(rate)
+
+    def bounded_rate(self, rate: float) -> float:
+        """``rate`` within the schedule's own bounds, as the schedule would keep it."""
+        scheduler = self.algo.scheduler
+        return min(max(float(rate), scheduler.min_lr), scheduler.max_lr)
 
 
 class ContinuousPpoAdapter(PpoAdapter):

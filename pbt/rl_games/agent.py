@@ -264,6 +264,11 @@ class AgentAdapter:
         """Put ``rate`` in force; called only where :meth:`rate_in_force` gave one."""
         raise NotImplementedError(f"{type(self).__name__} gives a rate in force but cannot put one")
 
+    def write_rate(self, state: Dict[str, Any], rate: float) -> None:
+        """Write ``rate`` into checkpoint ``state``, for a restarted process to restore it (as
+        :meth:`put_rate` would put it in force); called only where :meth:`rate_in_force` gave one."""
+        raise NotImplementedError(f"{type(self).__name__} gives a rate in force but cannot write one")
+
     def read(self, key: str) -> Any:
         """The value of ``key`` in force in the agent (None when the adapter cannot read it)."""
         reader = self.readers.get(key)

@@ -13,7 +13,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from pbt.errors import ConfigError, CorruptRecordError, WorkspaceError
 from pbt.storage.backend import Refused, Store, ensure_dir, exists, move, remove_stale_temps
@@ -263,13 +263,20 @@ class Workspace(WorkspaceReader):
         return dest
 
     def export_checkpoint(
-        self, record: Record, member_idx: Optional[int], dest_path: PathLike, frame: int, epoch: Optional[int]
+        self,
+        record: Record,
+        member_idx: Optional[int],
+        dest_path: PathLike,
+        frame: int,
+        epoch: Optional[int],
+        edit: Optional[Callable[[Dict[str, Any]], None]] = None,
     ) -> Path:
         """Copy a (donor's) checkpoint to a private path outside the workspace, for a restart.
 
         The copy is verified and loaded safely, its ``frame`` and ``epoch`` are set to the caller's
         own counts (a member keeps its own frame count; ``epoch`` None: the donor's, as a member
-        joining an elastic population continues the donor's), and it is written atomically. Raises
+        joining an elastic population continues the donor's), ``edit`` (the learner's) changes it in
+        place (e.g. the learning rate a restart carries), and it is written atomically. Raises
         CorruptRecordError when the donor's file vanished or is damaged, WorkspaceError when
         ``dest_path`` lies inside the workspace or cannot be written.
         """
@@ -286,6 +293,8 @@ class Workspace(WorkspaceReader):
         state["frame"] = int(frame)
         if epoch is not None:
             state["epoch"] = int(epoch)
+        if edit is not None:
+            edit(state)
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

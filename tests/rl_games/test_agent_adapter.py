@@ -1,7 +1,8 @@
 """The agent adapters on real rl_games agents built through pbt.rl_games.runner: every in-place key
 applies and reads back on a continuous (Pendulum) and a discrete PPO agent, the discrete one sends
 bounds_loss_coef to a rebuild, donor weights load keeping the member's counters and learning rate,
-a change carries the rate the adaptive schedule found, and an unknown algo falls back to exec-only."""
+a change (in place or by a restart) carries the rate the adaptive schedule found, and an unknown algo
+falls back to exec-only."""
 import copy
 import math
 import subprocess
@@ -202,6 +203,46 @@ def test_a_change_carries_the_rate_the_adaptive_schedule_found(built: Dict[str, 
         assert algo.last_lr == pytest.approx(1.2e-3)
     finally:
         algo.scheduler = scheduler
+
+
+@pytest.mark.parametrize("name", ["a2c_continuous", "a2c_discrete"])
+def test_a_restart_carries_the_rate_in_the_checkpoint_it_restores(
+    built: Dict[str, SimpleNamespace], name: str, tmp_path: Any
+) -> None:
+    """A change carried out by re-executing the process (pbt.restart_mode=exec, or a key no running
+    agent can change) writes the rate the change carries, the mutation's factor included, into the
+    checkpoint copy the restarted process restores; the restore puts it in force."""
+    from pbt.rl_games.exploit import Exploiter
+    from pbt.storage import Workspace
+
+    algo = built[name].algo
+    agent = make_adapter(algo, name)
+    lr = CONFIG + "learning_rate"
+    workspace = Workspace(tmp_path / "ws", 0, 2)
+    member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="exec", policy_idx=0), last_iteration=3,
+                             params={lr: 1e-3}, network=None, workspace=workspace, run_dir=tmp_path / "run",
+                             argv=["train.py", "task=Pendulum"], cfg={"experiment": "x"})
+    exploiter = Exploiter(member, agent, score=None)  # type: ignore[arg-type]
+    agent.put_rate(4e-3)
+    workspace.save(3, 1000, 1.0, dict(member.params), agent.full_state())  # the member's own record
+    donor_state = copy.deepcopy(agent.full_state())
+    donor_state["optimizer"]["param_groups"][0]["lr"] = 2e-4
+    donor = Workspace(tmp_path / "ws", 1, 2).save(5, 2000, 2.0, {lr: 5e-4}, donor_state)
+
+    def restored(decision: SimpleNamespace) -> float:
+        outcome = exploiter.plan_exec(decision, frame=1500, why="pbt.restart_mode=exec")  # type: ignore[arg-type]
+        assert outcome.mode == "exec", outcome.reason
+        state = torch.load(str(outcome.restart.checkpoint), map_location="cpu", weights_only=False)
+        agent.put_rate(1.0)  # anything: the restore must take the checkpoint's
+        agent.restore(state, {lr: 1e-3})
+        return float(algo.last_lr)
+
+    mutate = SimpleNamespace(action="mutate", donor=None, reason="r", params_before={lr: 1e-3},
+                             params_after={lr: 1.2e-3}, network=None)
+    assert restored(mutate) == pytest.approx(4.8e-3)  # its own 4e-3 x 1.2
+    replace = SimpleNamespace(action="replace", donor=donor, reason="r", params_before={lr: 1e-3},
+                              params_after={lr: 4e-4}, network=None)
+    assert restored(replace) == pytest.approx(1.6e-4)  # the donor's 2e-4 x (4e-4 / 5e-4)
 
 
 def test_rate_factor_is_the_learning_rates_ratio_or_one() -> None:

@@ -599,7 +599,12 @@ def test_export_keeps_own_frame_and_epoch(tmp_path: Path) -> None:
     assert "last_mean_rewards" not in state  # a donor's best score stays its own
     assert "last_mean_rewards" in me.load_checkpoint(me.save(1, 10, 1.0, {}, _full_state(torch)))
     assert _files(dest.parent) == ["restart.pth"]
+    # The learner's edit (the rate a restart carries) lands in the copy, after the counts.
+    me.export_checkpoint(record, 1, dest, frame=777, epoch=9, edit=lambda s: s.update(frame=1, lr=0.5))
+    edited = torch.load(str(dest), map_location="cpu", weights_only=True)
+    assert (edited["frame"], edited["lr"], edited["epoch"]) == (1, 0.5, 9)
+    assert "lr" not in donor.load_checkpoint(record)  # the donor's own file is untouched
     (tmp_path / "ws" / "001" / "000008.pth").unlink()  # the donor cleaned up meanwhile
     with pytest.raises(CorruptRecordError, match="no longer exists"):
         me.export_checkpoint(record, 1, dest, frame=1, epoch=1)
-    assert torch.load(str(dest), map_location="cpu", weights_only=True)["frame"] == 777
+    assert torch.load(str(dest), map_location="cpu", weights_only=True)["frame"] == 1
