@@ -6,7 +6,7 @@ the network, task parameters...) is baked into buffers, the model or the env: ch
 rebuild, and the member re-executes itself instead.
 """
 
-from typing import Any, Callable, ClassVar, Dict, Mapping, Optional
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional
 
 from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter, positive_number
 
@@ -15,6 +15,14 @@ def _set_lr(algo: Any, value: Any) -> None:
     # rl_games resets the optimizer's lr from last_lr after every minibatch: set both.
     algo.last_lr = float(value)
     algo.update_lr(float(value))
+
+
+def _param_groups(state: Mapping[str, Any]) -> List[Any]:
+    """The optimizer's ``param_groups`` in checkpoint ``state``; [] where it has none (untrusted: a
+    peer's checkpoint)."""
+    optimizer = state.get("optimizer")
+    groups = optimizer.get("param_groups") if isinstance(optimizer, Mapping) else None
+    return groups if isinstance(groups, list) else []
 
 
 def _set_kl_threshold(algo: Any, value: Any) -> None:
@@ -106,20 +114,18 @@ class PpoAdapter(AgentAdapter):
             return None
         if state is None:
             return float(self.algo.last_lr)
-        optimizer = state.get("optimizer")  # untrusted: a peer's checkpoint
-        groups = optimizer.get("param_groups") if isinstance(optimizer, Mapping) else None
-        first = groups[0] if isinstance(groups, list) and groups and isinstance(groups[0], Mapping) else {}
+        groups = _param_groups(state)
+        first = groups[0] if groups and isinstance(groups[0], Mapping) else {}
         return positive_number(first.get("lr"))
 
     def put_rate(self, rate: float) -> None:
         _set_lr(self.algo, self.bounded_rate(rate))
 
     def write_rate(self, state: Dict[str, Any], rate: float) -> None:
-        optimizer = state.get("optimizer")
-        groups = optimizer.get("param_groups") if isinstance(optimizer, Mapping) else None
-        for group in groups if isinstance(groups, list) else []:
+        bounded = self.bounded_rate(rate)
+        for group in _param_groups(state):
             if isinstance(group, dict):
-                group["lr"] = self.bounded_rate(rate)
+                group["lr"] = bounded
 
     def bounded_rate(self, rate: float) -> float:
         """``rate`` within the schedule's own bounds, as the schedule would keep it."""
