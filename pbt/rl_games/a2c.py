@@ -6,23 +6,10 @@ the network, task parameters...) is baked into buffers, the model or the env: ch
 rebuild, and the member re-executes itself instead.
 """
 
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional
+from typing import Any, Callable, ClassVar, Dict, Mapping
 
-from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter, positive_number
-
-
-def _set_lr(algo: Any, value: Any) -> None:
-    # rl_games resets the optimizer's lr from last_lr after every minibatch: set both.
-    algo.last_lr = float(value)
-    algo.update_lr(float(value))
-
-
-def _param_groups(state: Mapping[str, Any]) -> List[Any]:
-    """The optimizer's ``param_groups`` in checkpoint ``state``; [] where it has none (untrusted: a
-    peer's checkpoint)."""
-    optimizer = state.get("optimizer")
-    groups = optimizer.get("param_groups") if isinstance(optimizer, Mapping) else None
-    return groups if isinstance(groups, list) else []
+from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
+from pbt.rl_games.rate import ScheduledRate, set_lr
 
 
 def _set_kl_threshold(algo: Any, value: Any) -> None:
@@ -59,7 +46,7 @@ _PLAIN: Dict[str, str] = {
 
 #: Full config key -> how to apply a new value to a live ``a2c_discrete`` agent.
 DISCRETE_SETTERS: Dict[str, Setter] = {
-    CONFIG + "learning_rate": _set_lr,
+    CONFIG + "learning_rate": set_lr,
     **{CONFIG + key: _attr(attr) for key, attr in _PLAIN.items()},
     CONFIG + "mini_epochs": _attr("mini_epochs_num", int),
     CONFIG + "kl_threshold": _set_kl_threshold,
@@ -81,8 +68,9 @@ CONTINUOUS_SETTERS: Dict[str, Setter] = {**DISCRETE_SETTERS, CONFIG + "bounds_lo
 CONTINUOUS_READERS: Dict[str, Reader] = {**DISCRETE_READERS, CONFIG + "bounds_loss_coef": _reader("bounds_loss_coef")}
 
 
-class PpoAdapter(AgentAdapter):
-    """What both PPO agents share: the keys both can change in place, and the learning rate kept in force."""
+class PpoAdapter(ScheduledRate, AgentAdapter):
+    """What both PPO agents share: the keys both can change in place, and the learning rate kept in
+    force (:class:`~pbt.rl_games.rate.ScheduledRate`)."""
 
     setters: ClassVar[Mapping[str, Setter]] = DISCRETE_SETTERS
     readers: ClassVar[Mapping[str, Reader]] = DISCRETE_READERS
@@ -90,47 +78,14 @@ class PpoAdapter(AgentAdapter):
     def restore(self, state: Mapping[str, Any], config: Mapping[str, Any]) -> None:
         # rl_games applies last_lr after every minibatch, not the checkpoint optimizer's lr: put the
         # checkpoint's rate back where the adaptive schedule had moved it, else the configured one.
-        rate = self.rate_in_force(state)
         super().restore(state, config)
-        if rate is None:
-            _set_lr(self.algo, config["learning_rate"])
-        else:
-            self.put_rate(rate)
+        self.restore_rate(state, config.get("learning_rate"))
 
     def load_weights(self, state: Mapping[str, Any]) -> None:
         # The donor's optimizer state carries the donor's lr: keep this member's own in force (the
         # exploiter then puts the rate the change carries, if any).
         super().load_weights(state)
         self.algo.update_lr(self.algo.last_lr)
-
-    def adaptive_rate(self) -> bool:
-        """Whether rl_games' KL-adaptive schedule (``lr_schedule: adaptive``) moves the learning rate."""
-        from rl_games.common.schedulers import AdaptiveScheduler
-
-        return isinstance(getattr(self.algo, "scheduler", None), AdaptiveScheduler)
-
-    def rate_in_force(self, state: Optional[Mapping[str, Any]] = None) -> Optional[float]:
-        if not self.adaptive_rate():
-            return None
-        if state is None:
-            return float(self.algo.last_lr)
-        groups = _param_groups(state)
-        first = groups[0] if groups and isinstance(groups[0], Mapping) else {}
-        return positive_number(first.get("lr"))
-
-    def put_rate(self, rate: float) -> None:
-        _set_lr(self.algo, self.bounded_rate(rate))
-
-    def write_rate(self, state: Dict[str, Any], rate: float) -> None:
-        bounded = self.bounded_rate(rate)
-        for group in _param_groups(state):
-            if isinstance(group, dict):
-                group["lr"] = bounded
-
-    def bounded_rate(self, rate: float) -> float:
-        """``rate`` within the schedule's own bounds, as the schedule would keep it."""
-        scheduler = self.algo.scheduler
-        return min(max(float(rate), scheduler.min_lr), scheduler.max_lr)
 
 
 class ContinuousPpoAdapter(PpoAdapter):

@@ -198,9 +198,10 @@ def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, An
 LEARNING_RATE = CONFIG + "learning_rate"
 
 
-def rate_factor(before: Mapping[str, Any], after: Mapping[str, Any]) -> float:
-    """How many times ``after``'s learning rate is ``before``'s (1 where either lacks a positive one)."""
-    old, new = positive_number(before.get(LEARNING_RATE)), positive_number(after.get(LEARNING_RATE))
+def rate_factor(before: Mapping[str, Any], after: Mapping[str, Any], key: str = LEARNING_RATE) -> float:
+    """How many times ``after``'s learning rate (``key``) is ``before``'s (1 where either lacks a
+    positive one)."""
+    old, new = positive_number(before.get(key)), positive_number(after.get(key))
     return new / old if old is not None and new is not None else 1.0
 
 
@@ -220,6 +221,9 @@ class AgentAdapter:
     #: The learner keeps the ranks of a multi-process (``multi_gpu``) agent in step with rank 0, the
     #: only rank running PBT (TRPO: pbt/rl_games/trpo/spmd.py). False: such a member is refused.
     follows_rank0: ClassVar[bool] = False
+    #: The config key of the learning rate a schedule may move (:meth:`rate_in_force`): a change
+    #: scales the rate it carries as it scales this key.
+    rate_key: ClassVar[str] = LEARNING_RATE
     #: rl_games score meters that describe the policy that filled them (cleared on new weights).
     SCORE_METERS: ClassVar[Tuple[str, ...]] = ("game_rewards", "game_shaped_rewards", "game_lengths")
 

@@ -3,18 +3,15 @@
 Every TRPO setting but ``mini_batches`` (the dataset's minibatch size is allocated once) takes effect
 at the next update when assigned to the live agent; so do ``gamma``, ``tau`` (GAE is computed after
 each rollout) and the reward scale. The value learning rate is set as rl_games keeps it: ``last_lr``
-and the optimizer's lr.
+and the optimizer's lr; with the ``kl_adaptive`` value schedule a change carries the rate it found,
+as PPO's adaptive learning rate (:mod:`pbt.rl_games.rate`).
 """
 
 import dataclasses
 from typing import Any, Callable, ClassVar, Dict, Mapping
 
 from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
-
-
-def _set_lr(algo: Any, value: Any) -> None:
-    algo.last_lr = float(value)
-    algo.update_lr(float(value))
+from pbt.rl_games.rate import ScheduledRate, set_lr
 
 
 def _set_setting(name: str, cast: Callable[[Any], Any]) -> Setter:
@@ -71,7 +68,7 @@ _SETTINGS: Dict[str, Callable[[Any], Any]] = {
 
 TRPO_SETTERS: Dict[str, Setter] = {
     **{CONFIG + name: _set_setting(name, cast) for name, cast in _SETTINGS.items()},
-    CONFIG + "value_learning_rate": _set_lr,
+    CONFIG + "value_learning_rate": set_lr,
     CONFIG + "learning_epochs": _set_epochs,
     CONFIG + "value_loss_scale": _set_value_scale,
     CONFIG + "grad_norm_clip": _set_grad_clip,
@@ -92,12 +89,13 @@ TRPO_READERS: Dict[str, Reader] = {
 }
 
 
-class TrpoAdapter(AgentAdapter):
+class TrpoAdapter(ScheduledRate, AgentAdapter):
     """The ``trpo`` agent (:class:`pbt.rl_games.trpo.agent.TrpoAgent`)."""
 
     setters: ClassVar[Mapping[str, Setter]] = TRPO_SETTERS
     readers: ClassVar[Mapping[str, Reader]] = TRPO_READERS
     follows_rank0 = True
+    rate_key = CONFIG + "value_learning_rate"
 
     # Each change bumps ``algo.generation``: in a multi-process run, rank 0 (the only one running PBT)
     # then sends its agent to the other ranks before the next rollout (pbt/rl_games/trpo/spmd.py).
@@ -106,11 +104,15 @@ class TrpoAdapter(AgentAdapter):
         self._changed()
 
     def restore(self, state: Mapping[str, Any], config: Mapping[str, Any]) -> None:
-        # The checkpoint's optimizer carries the lr it was saved with; the configured one (maybe
-        # mutated since) is in force after a restore.
+        # The checkpoint's optimizer carries the lr it was saved with: it stays in force where the
+        # kl_adaptive schedule had moved it, else the configured one (maybe mutated since) is.
         super().restore(state, config)
         lr = config.get("value_learning_rate")
-        _set_lr(self.algo, self.algo.trpo.value_learning_rate if lr is None else lr)
+        self.restore_rate(state, self.algo.trpo.value_learning_rate if lr is None else lr)
+        self._changed()
+
+    def put_rate(self, rate: float) -> None:
+        super().put_rate(rate)
         self._changed()
 
     def load_weights(self, state: Mapping[str, Any]) -> None:

@@ -180,6 +180,44 @@ def test_checkpoint_round_trip_and_donor_keeps_the_members_lr(agent: SimpleNames
     assert adapter.fingerprint() == fingerprint and adapter.learning_rate() == pytest.approx(5e-4)
 
 
+def test_a_change_carries_the_value_rate_the_kl_adaptive_schedule_found(tmp_path) -> None:
+    """Under ``learning_rate_scheduler=kl_adaptive`` the value learning rate in force is schedule
+    state, as PPO's adaptive rate: a mutation continues at the member's own rate and a replace at the
+    donor's, scaled as the decision scales ``value_learning_rate``; a restore keeps the checkpoint's
+    (a restart's copy holds the carried rate); every change is sent to the other ranks."""
+    from pbt.rl_games.exploit import Exploiter
+
+    algo = build([CONFIG + "learning_rate_scheduler=kl_adaptive"], tmp_path / "runs", "klad").algo
+    adapter = make_adapter(algo, "trpo")
+    assert adapter.adaptive_rate() and adapter.rate_key == CONFIG + "value_learning_rate"
+    lr = adapter.rate_key
+    member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="inplace", policy_idx=0), last_iteration=3,
+                             params={lr: 1e-3}, network=None)
+    exploiter = Exploiter(member, adapter, score=SimpleNamespace(reset=lambda: None, note_change=lambda: None))  # type: ignore[arg-type]
+    adapter.put_rate(4e-3)  # where the schedule moved this member
+    generation = algo.generation
+    mutate = SimpleNamespace(action="mutate", donor=None, reason="r", params_before={lr: 1e-3},
+                             params_after={lr: 1.2e-3}, network=None)
+    exploiter.exploit_inplace(mutate)  # type: ignore[arg-type]
+    assert algo.last_lr == pytest.approx(4.8e-3) and adapter.learning_rate() == pytest.approx(4.8e-3)
+    assert algo.generation > generation
+
+    donor_state = copy.deepcopy(adapter.full_state())
+    donor_state["optimizer"]["param_groups"][0]["lr"] = 2e-4
+    member.workspace = SimpleNamespace(load_checkpoint=lambda record: donor_state)
+    donor = SimpleNamespace(policy_idx=1, params={lr: 5e-4}, checksum="c")
+    replace = SimpleNamespace(action="replace", donor=donor, reason="r", params_before={lr: 1.2e-3},
+                              params_after={lr: 4e-4}, network=None)
+    exploiter.exploit_inplace(replace)  # type: ignore[arg-type]
+    assert algo.last_lr == pytest.approx(1.6e-4)  # the donor's 2e-4 x (4e-4 / 5e-4)
+
+    adapter.write_rate(donor_state, 3e-3)  # as a restart writes the carried rate into its copy
+    adapter.restore(donor_state, {"value_learning_rate": 5e-4})
+    assert algo.last_lr == pytest.approx(3e-3) and adapter.learning_rate() == pytest.approx(3e-3)
+    adapter.write_rate(donor_state, 5.0)  # a peer's rate is kept within the schedule's bounds
+    assert donor_state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(algo.scheduler.max_lr)
+
+
 @pytest.mark.parametrize("override, message", [
     ("train.params.config.mini_batches=7", "mini_batches=7 does not split the batch"),
     ("train.params.network.separate=False", "needs separate actor and critic networks"),
