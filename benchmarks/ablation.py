@@ -185,18 +185,21 @@ def run_arm(
     per_epoch: int = 0,
     target: Optional[float] = None,
     common: Sequence[str] = (),
+    fine_target: bool = False,
 ) -> Dict[str, Any]:
     """Train one arm and score it. ``per_epoch`` > 0 (--curve): members also save every 1/12 of the
-    budget and their policies at 25/50/75% are played too (the curve); for a PBT arm with a
-    ``target`` (no-PBT's final best), also the frames at which its best member first reached it.
-    ``common``: overrides given to every member of every arm, before its sample."""
+    budget (every epoch with ``fine_target``) and their policies at 25/50/75% are played too (the
+    curve); for a PBT arm with a ``target`` (no-PBT's final best), also the frames at which its best
+    member first reached it (to the epoch with ``fine_target``). ``common``: overrides given to
+    every member of every arm, before its sample."""
     interval = max(frames // 12, 100_000)
     workspace = root / f"ws_{arm}"
     cmds = []
     for idx, (hp, seed) in enumerate(zip(samples, seeds)):
         cmd = member_command(task, frames, num_envs, seed, f"{arm}_{idx}", root / arm, common, hp)
         if per_epoch:
-            cmd.append(f"train.params.config.save_frequency={max(1, frames // (CURVE_STEPS * per_epoch))}")
+            every = 1 if fine_target else max(1, frames // (CURVE_STEPS * per_epoch))
+            cmd.append(f"train.params.config.save_frequency={every}")
         if arm != NO_PBT:
             cmd += [
                 "pbt=pbt_default",
@@ -280,6 +283,7 @@ def run_arm(
                     play_episodes,
                     root / f"{arm}.target.log",
                     common,
+                    fine_target,
                 )
     replaced = replaced_members(workspace, len(samples))
     return {**scored(scores, replaced), "seconds": seconds, **extra_results}
@@ -386,9 +390,10 @@ def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, An
         "play_episodes",
         "curve",
         "reseed",
+        "fine_target",
     )
     # Runs from before the options existed.
-    defaults = {"play_episodes": 0, "curve": False, "train_args": [], "reseed": 0}
+    defaults = {"play_episodes": 0, "curve": False, "train_args": [], "reseed": 0, "fine_target": False}
     if any(earlier["args"].get(k, defaults.get(k)) != getattr(args, k) for k in keys):
         raise SystemExit(
             f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
@@ -450,6 +455,13 @@ def main() -> None:
         "checkpoint every 1/12 of the budget (train.params.config.save_frequency)",
     )
     parser.add_argument(
+        "--fine_target",
+        action="store_true",
+        help="with --curve: PBT members save every epoch, and frames-to-target plays every save "
+        "between the 1/12 look before the first one that reached the target and it: the frames "
+        "to the epoch, not to the look",
+    )
+    parser.add_argument(
         "--no_pbt_from",
         default=None,
         help="take the no-PBT arm of each seed set from this earlier result of a larger population "
@@ -470,6 +482,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.curve and args.play_episodes <= 0:
         parser.error("--curve scores by playing: give --play_episodes too")
+    if args.fine_target and not args.curve:
+        parser.error("--fine_target refines the curve's frames-to-target: give --curve too")
     try:
         check_reseed(args.reseed, args.members)
     except ValueError as error:
@@ -541,6 +555,7 @@ def main() -> None:
                     per_epoch,
                     target,
                     args.train_args,
+                    args.fine_target,
                 )
                 result["load_before"] = float(load)
                 if args.keep_dir:

@@ -171,11 +171,14 @@ def frames_to_target(
     episodes: int,
     log_path: Path,
     overrides: Sequence[str] = (),
+    fine: bool = False,
 ) -> Dict[str, Any]:
     """The first curve step at which any member (the population's best then) plays at least
     ``target`` (no-PBT's final best): the quarter steps already played, then the steps before the
     first quarter that reached it, played to refine. {"target", "step", "frames", "fraction", "refined"}.
-    ``overrides``: as for :func:`play_batch`."""
+    ``fine`` (members saved every epoch): then every save between the look before that step and it is
+    played too, and "frames" is the first save that reached the target ("fine": the best per save
+    frame). ``overrides``: as for :func:`play_batch`."""
     reached = [step for step, best in zip(curve["steps"], curve["best"]) if best >= target]
     result: Dict[str, Any] = {"target": target, "step": None, "frames": None, "fraction": None, "refined": {}}
     if not reached:
@@ -192,7 +195,35 @@ def frames_to_target(
         step = next((s for s, best in zip(refine, finer["best"]) if best >= target), first)
     hits = [m[step] for m in member_curves(arm_dir, arm, members, frames, per_epoch, [step]) if step in m]
     result.update(step=step, frames=hits[0][0] if hits else None, fraction=(hits[0][0] / frames) if hits else None)
+    if fine and hits:
+        looked = [
+            m[step - 1][0] for m in member_curves(arm_dir, arm, members, frames, per_epoch, [step - 1]) if step - 1 in m
+        ]
+        saves = saves_between(arm_dir, arm, members, per_epoch, looked[0] if looked else 0, hits[0][0])
+        played = play_batch(
+            [p for _, p in saves], task, episodes, log_path.with_name(log_path.stem + "_fine.log"), overrides
+        )
+        by_frame: Dict[int, float] = {}
+        for frame, path in saves:
+            if math.isfinite(played[str(path)]):
+                by_frame[frame] = max(by_frame.get(frame, -math.inf), played[str(path)])
+        result["fine"] = {"frames": sorted(by_frame), "best": [by_frame[f] for f in sorted(by_frame)]}
+        first = next((f for f in sorted(by_frame) if by_frame[f] >= target), None)
+        if first is not None:
+            result.update(frames=first, fraction=first / frames)
     return result
+
+
+def saves_between(
+    arm_dir: Path, arm: str, members: int, per_epoch: int, after: int, before: int
+) -> List[Tuple[int, Path]]:
+    """(frame, checkpoint) of every member's saves after frame ``after`` and before ``before`` (the
+    looks on either side of the first one that reached the target): what --fine_target plays."""
+    out = []
+    for i in range(members):
+        found = epoch_checkpoints(member_run_dir(arm_dir, f"{arm}_{i}"), per_epoch)
+        out += [(frame, path) for frame, path in sorted(found.items()) if after < frame < before]
+    return out
 
 
 def member_run_dir(train_dir: Path, experiment: str) -> Path:

@@ -59,3 +59,29 @@ def test_a_smaller_no_pbt_arm_is_the_first_members_of_a_larger_one() -> None:
     assert cut["scores"] == [0.5, 0.02] and cut["best"] == 0.5 and math.isclose(cut["mean"], 0.26)
     assert cut["stuck"] == [1] and cut["training_scores"] == [0.4, 0.0] and cut["reused"]
     assert cut["curve"]["best"] == [0.1, 0.5] and cut["curve"]["scores"][0] == [0.1, 0.0]
+
+
+def test_fine_target_is_the_first_epoch_save_that_reached_it(tmp_path: Path, monkeypatch) -> None:
+    # saves every epoch of 8,192 frames; looks every 6 epochs: the target is first reached at the look
+    # at epoch 54, and between the looks at 48 and 54 member 1 reaches it at epoch 51
+    for i in range(2):
+        saves(tmp_path / "pbt" / f"threshold_{i}_pbt00{i}", range(1, 74), 600_000)
+    score = {(1, 51): 0.2, (1, 52): 0.1, (0, 53): 0.3}
+
+    def play(paths, task, episodes, log_path, overrides=()):
+        out = {}
+        for p in paths:
+            member = int(p.parent.parent.name.split("_")[1])
+            epoch = int(p.name.split("_")[3]) if "_ep_" in p.name else 74
+            out[str(p)] = score.get((member, epoch), 0.25 if epoch >= 54 else 0.0)
+        return out
+
+    monkeypatch.setattr(ablation_curve, "play_batch", play)
+    curve = {"steps": [3, 6, 9, 12], "best": [0.0, 0.0, 0.25, 0.25]}
+    args = (tmp_path / "pbt", "threshold", 2, 600_000, 8192, curve, 0.2, "Reacher", 64, tmp_path / "t.log")
+    coarse = ablation_curve.frames_to_target(*args)
+    assert coarse["step"] == 9 and coarse["frames"] == 54 * 8192 and "fine" not in coarse
+    fine = ablation_curve.frames_to_target(*args, fine=True)
+    assert fine["step"] == 9 and fine["frames"] == 51 * 8192 and math.isclose(fine["fraction"], 51 * 8192 / 600_000)
+    assert fine["fine"]["frames"] == [f * 8192 for f in range(49, 54)]
+    assert fine["fine"]["best"] == [0.0, 0.0, 0.2, 0.1, 0.3]
