@@ -8,7 +8,7 @@ rebuild, and the member re-executes itself instead.
 
 from typing import Any, Callable, ClassVar, Dict, Mapping
 
-from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
+from pbt.rl_games.agent import CONFIG, Reader, Setter
 from pbt.rl_games.rate import ScheduledRate, set_lr
 
 
@@ -68,7 +68,7 @@ CONTINUOUS_SETTERS: Dict[str, Setter] = {**DISCRETE_SETTERS, CONFIG + "bounds_lo
 CONTINUOUS_READERS: Dict[str, Reader] = {**DISCRETE_READERS, CONFIG + "bounds_loss_coef": _reader("bounds_loss_coef")}
 
 
-class PpoAdapter(ScheduledRate, AgentAdapter):
+class PpoAdapter(ScheduledRate):
     """What both PPO agents share: the keys both can change in place, and the learning rate kept in
     force (:class:`~pbt.rl_games.rate.ScheduledRate`)."""
 
@@ -80,12 +80,6 @@ class PpoAdapter(ScheduledRate, AgentAdapter):
         # checkpoint's rate back where the adaptive schedule had moved it, else the configured one.
         super().restore(state, config)
         self.restore_rate(state, config.get("learning_rate"))
-
-    def load_weights(self, state: Mapping[str, Any]) -> None:
-        # The donor's optimizer state carries the donor's lr: keep this member's own in force (the
-        # exploiter then puts the rate the change carries, if any).
-        super().load_weights(state)
-        self.algo.update_lr(self.algo.last_lr)
 
 
 class ContinuousPpoAdapter(PpoAdapter):

@@ -4,12 +4,12 @@ rl_games' KL-adaptive schedule (``AdaptiveScheduler``, and TRPO's value schedule
 ``last_lr`` epoch by epoch, often far from the configured rate. A change (new weights, a mutation, a
 restart) keeps that rate, scaled as the change scales the configured one, like the optimizer's
 moments; the configured rate instead would cost the member the epochs the schedule needs to find it
-again. PPO (:mod:`pbt.rl_games.a2c`) and TRPO (:mod:`pbt.rl_games.trpo.adapter`) share this mixin.
+again. PPO (:mod:`pbt.rl_games.a2c`) and TRPO (:mod:`pbt.rl_games.trpo.adapter`) share this base.
 """
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from pbt.rl_games.agent import positive_number
+from pbt.rl_games.agent import AgentAdapter, positive_number
 
 
 def set_lr(algo: Any, value: Any) -> None:
@@ -27,11 +27,15 @@ def param_groups(state: Mapping[str, Any]) -> List[Any]:
     return groups if isinstance(groups, list) else []
 
 
-class ScheduledRate:
-    """The rate-carrying part of an :class:`~pbt.rl_games.agent.AgentAdapter` whose agent keeps its
-    rate in ``algo.last_lr`` and its optimizer, moved by ``algo.scheduler``."""
+class ScheduledRate(AgentAdapter):
+    """An adapter whose agent keeps its learning rate in ``algo.last_lr`` and its optimizer, moved by
+    ``algo.scheduler``: donor weights keep the member's rate, and changes carry the rate in force."""
 
-    algo: Any
+    def load_weights(self, state: Mapping[str, Any]) -> None:
+        # The donor's optimizer state carries the donor's lr: keep this member's own in force (the
+        # exploiter then puts the rate the change carries, if any).
+        super().load_weights(state)
+        self.algo.update_lr(self.algo.last_lr)
 
     def adaptive_rate(self) -> bool:
         """Whether a KL-adaptive schedule (``AdaptiveScheduler`` or a subclass) moves the rate."""

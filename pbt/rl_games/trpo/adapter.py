@@ -10,7 +10,7 @@ as PPO's adaptive learning rate (:mod:`pbt.rl_games.rate`).
 import dataclasses
 from typing import Any, Callable, ClassVar, Dict, Mapping
 
-from pbt.rl_games.agent import CONFIG, AgentAdapter, Reader, Setter
+from pbt.rl_games.agent import CONFIG, Reader, Setter
 from pbt.rl_games.rate import ScheduledRate, set_lr
 
 
@@ -89,7 +89,7 @@ TRPO_READERS: Dict[str, Reader] = {
 }
 
 
-class TrpoAdapter(ScheduledRate, AgentAdapter):
+class TrpoAdapter(ScheduledRate):
     """The ``trpo`` agent (:class:`pbt.rl_games.trpo.agent.TrpoAgent`)."""
 
     setters: ClassVar[Mapping[str, Setter]] = TRPO_SETTERS
@@ -116,9 +116,7 @@ class TrpoAdapter(ScheduledRate, AgentAdapter):
         self._changed()
 
     def load_weights(self, state: Mapping[str, Any]) -> None:
-        # The donor's optimizer state carries the donor's lr: keep this member's own in force.
-        super().load_weights(state)
-        self.algo.update_lr(self.algo.last_lr)
+        super().load_weights(state)  # keeps this member's own lr in force
         self._changed()
 
     def _changed(self) -> None:
