@@ -170,7 +170,7 @@ FLAT_KEYS = [
     "enabled", "policy_idx", "num_policies", "workspace", "interval_steps", "start_after", "initial_delay",
     "replace_fraction_worst", "replace_fraction_best", "replace_threshold_frac_std",
     "replace_threshold_frac_absolute", "mutation_rate", "change_min", "change_max", "dbg_mode", "objective",
-    "selection", "threshold_std", "threshold_abs", "threshold_abs_relative", "ready_after", "significance",
+    "selection", "threshold_std", "threshold_abs", "threshold_abs_relative", "leader_choice", "ready_after", "significance",
     "insignificant_lead",
     "min_mutations", "discount_change_min", "discount_change_max", "bounds", "mutation", "initial_mutation",
     "seed", "restart_mode", "heartbeat_interval", "heartbeat_timeout", "on_write_error",

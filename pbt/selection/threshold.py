@@ -1,8 +1,10 @@
 """Isaac Lab's threshold rule.
 
 Leaders lie above max(mu + k*sigma, mu + A), underperformers below min(mu - k*sigma, mu - A) of the
-known objectives. An underperformer copies a random ready leader's weights and hyperparameters (when
-the lead passes the significance test), or only mutates when there is none. A fresh member mutates
+known objectives. An underperformer copies a ready leader's weights and hyperparameters (when the
+lead passes the significance test), or only mutates when there is none. Isaac Lab picks the leader
+at random (``pbt.leader_choice=random``); ``best`` takes the one with the highest objective, since
+early on the cuts are a hair apart and a random pick spreads a member barely above the mean. A fresh member mutates
 its hyperparameters once (as under DexPBT), so a population started with one config and seed is
 not N copies of one run; Isaac Lab starts from the values given (``pbt.initial_mutation=false``,
 what ``task=isaaclab/<TaskId>`` sets).
@@ -10,14 +12,19 @@ what ``task=isaaclab/<TaskId>`` sets).
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence, Tuple
+from typing import TYPE_CHECKING, Mapping, Sequence, Tuple
 
-from pbt.sections import Section, require_finite
+from pbt.sections import Section, require_choice, require_finite
 from pbt.selection.base import Decision, MemberState, Strategy, fmt
 from pbt.selection.population import eligible_donors, is_diverged, known_objective, mean_std, records
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
+
+
+RANDOM = "random"
+BEST = "best"
+LEADER_CHOICES = (RANDOM, BEST)
 
 
 @dataclass
@@ -32,9 +39,14 @@ class ThresholdConfig(Section):
     """``threshold_abs`` is a fraction of the population's objective range (max - min), so it means
     the same at any reward scale; false: objective units (Isaac Lab)."""
 
+    leader_choice: str = RANDOM
+    """Which ready leader an underperformer copies: "random" (Isaac Lab) or "best" (the highest
+    objective at equal experience; ties drawn at random)."""
+
     def __post_init__(self) -> None:
         require_finite("threshold_std", self.threshold_std, 0.0)
         require_finite("threshold_abs", self.threshold_abs, 0.0)
+        require_choice("leader_choice", self.leader_choice, LEADER_CHOICES)
 
 
 class Threshold(Strategy):
@@ -68,12 +80,19 @@ class Threshold(Strategy):
         if not leaders:
             reason = f"underperformer, no ready leader: mutate only ({numbers})"
             return self.act(own, None, own_params, reason, rng)
-        donor = rng.choice(leaders)
+        donor = self._pick(leaders, known, rng)
         reason = (
             f"underperformer (objective {fmt(own_objective)}), leader {donor.policy_idx} "
             f"objective {fmt(donor.objective)} ({numbers})"
         )
         return self.replace_if_significant(own, donor, reason, rng)
+
+    def _pick(self, leaders: Sequence["Record"], known: Mapping[int, float], rng: random.Random) -> "Record":
+        """The leader to copy: a random one, or (``leader_choice=best``) one with the top objective."""
+        if self.settings.leader_choice == BEST:
+            top = max(known[r.policy_idx] for r in leaders)
+            leaders = [r for r in leaders if known[r.policy_idx] == top]
+        return rng.choice(leaders)
 
     def _cuts(self, objectives: Sequence[float]) -> Tuple[float, float, float, float]:
         """(mean, std, upper cut, lower cut) of the known objectives."""

@@ -348,6 +348,22 @@ def test_threshold_leader_choice_is_random_among_leaders() -> None:
     assert donors == {1, 2}
 
 
+def test_threshold_leader_choice_best_copies_the_top_leader_only() -> None:
+    # mean 60, leaders above ~62: members 1, 2 and 3; a random pick takes 2 or 3 often, best never.
+    objectives = {1: 100.0, 2: 70.0, 3: 68.0, 4: 50.0, 5: 50.0}
+    random_donors = {threshold(state(0, 0.0), objectives, seed=s).donor_idx for s in range(30)}
+    best_donors = {threshold(state(0, 0.0), objectives, seed=s, leader_choice="best").donor_idx for s in range(30)}
+    assert random_donors == {1, 2, 3} and best_donors == {1}
+    tied = {threshold(state(0, 0.0), {1: 100.0, 2: 100.0, 3: 50.0}, seed=s, leader_choice="best").donor_idx
+            for s in range(30)}
+    assert tied == {1, 2}
+
+
+def test_threshold_leader_choice_is_checked() -> None:
+    with pytest.raises(ConfigError, match=r"pbt.leader_choice='bets'.*Did you mean 'best'"):
+        cfg_for(selection="threshold", leader_choice="bets")
+
+
 def test_threshold_no_leader_mutates_own() -> None:
     # k = 1: mean 75, std 43.3: upper 118.3 (nobody above), lower 31.7: member 0 underperforms.
     decision = threshold(state(0, 0.0), {1: 100.0, 2: 100.0, 3: 100.0}, threshold_std=1.0)
