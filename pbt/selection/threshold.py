@@ -3,11 +3,11 @@
 Leaders lie above max(mu + k*sigma, mu + A), underperformers below min(mu - k*sigma, mu - A) of the
 known objectives. An underperformer copies a ready leader's weights and hyperparameters (when the
 lead passes the significance test), or only mutates when there is none. Isaac Lab picks the leader
-at random (``pbt.leader_choice=random``); ``best`` takes the one with the highest objective, since
-early on the cuts are a hair apart and a random pick spreads a member barely above the mean. A fresh member mutates
-its hyperparameters once (as under DexPBT), so a population started with one config and seed is
-not N copies of one run; Isaac Lab starts from the values given (``pbt.initial_mutation=false``,
-what ``task=isaaclab/<TaskId>`` sets).
+at random (``pbt.leader_choice=random``, the default); ``best`` takes the one with the highest
+objective (on Reacher it narrowed the population to one family early and did not help). A fresh
+member mutates its hyperparameters once (as under DexPBT), so a population started with one config
+and seed is not N copies of one run; Isaac Lab starts from the values given
+(``pbt.initial_mutation=false``, what ``task=isaaclab/<TaskId>`` sets).
 """
 
 import random
