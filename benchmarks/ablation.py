@@ -20,6 +20,7 @@ import math
 import platform
 import random
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -129,16 +130,50 @@ def replaced_members(workspace: Path, members: int) -> Dict[int, int]:
     return {i: sum(1 for e in reader.read_lineage(i) if e.action == "replace" and e.is_exploit) for i in range(members)}
 
 
-def run_members(cmds: Sequence[List[str]], logs: Sequence[Path]) -> float:
-    """Start every member's command at once (its output to its log), wait for all; the seconds taken."""
-    start = time.time()
-    procs = []
-    for cmd, path in zip(cmds, logs):
-        logf = open(path, "w")
-        procs.append((subprocess.Popen(cmd, cwd=str(REPO), stdout=logf, stderr=subprocess.STDOUT), logf))
+MEMBER_STOP_SECONDS = 30.0
+"""How long a member may take to save and exit on SIGTERM before it is killed."""
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def stop_members(procs: Sequence[Tuple["subprocess.Popen[bytes]", Any]]) -> None:
+    """SIGTERM every member still running (they save and exit), kill those that outlive
+    MEMBER_STOP_SECONDS, and close the logs."""
+    for proc, _ in procs:
+        if proc.poll() is None:
+            proc.terminate()
     for proc, logf in procs:
-        proc.wait()
+        try:
+            proc.wait(MEMBER_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         logf.close()
+
+
+def run_members(cmds: Sequence[List[str]], logs: Sequence[Path]) -> float:
+    """Start every member's command at once (its output to its log), wait for all; the seconds taken.
+    A script stopped meanwhile (SIGTERM, Ctrl-C, an error) stops its members too: they are not left
+    training in the background, loading the machine under the next run."""
+    start = time.time()
+    procs: List[Tuple[subprocess.Popen[bytes], Any]] = []
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        for cmd, path in zip(cmds, logs):
+            logf = open(path, "w")
+            try:
+                proc = subprocess.Popen(cmd, cwd=str(REPO), stdout=logf, stderr=subprocess.STDOUT)
+            except BaseException:
+                logf.close()
+                raise
+            procs.append((proc, logf))
+        for proc, _ in procs:
+            proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        stop_members(procs)
     return time.time() - start
 
 

@@ -2,10 +2,15 @@
 in ``benchmarks/ablation.py`` or ``benchmarks/ablation_curve.py`` breaks its importers only when they
 run, which is rarely (each takes minutes to hours), so ``--help`` checks their imports here. On
 synthetic results: how ``benchmarks/outcome_frontier.py`` counts policies, how
-``benchmarks/outcome_seeds.py`` compares draws of seeds, and which seeds ``--reseed`` draws."""
+``benchmarks/outcome_seeds.py`` compares draws of seeds, and which seeds ``--reseed`` draws. With real
+processes and signals: a stopped ablation stops the members it started."""
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from typing import List
 
 import pytest
 
@@ -165,3 +170,49 @@ def test_outcome_seeds_reports_each_draw_and_the_expected_best_over_the_seeds_tr
                           cwd=str(REPO), capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "['pbt_args']" in done.stderr
+
+
+# A member that starts, writes its pid, then trains "forever"; "stubborn" ignores SIGTERM.
+MEMBER = ("import os, signal, sys, time\n"
+          "if sys.argv[2] == 'stubborn': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+          "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+          "time.sleep(3600)\n")
+
+
+def test_a_stopped_ablation_stops_its_members(tmp_path) -> None:
+    # Killing the script with SIGTERM used to leave its members training in the background, where
+    # they loaded the machine under the next run; now it stops them (SIGTERM, then SIGKILL).
+    (tmp_path / "member.py").write_text(MEMBER)
+    pids = {kind: tmp_path / f"{kind}.pid" for kind in ("polite", "stubborn")}
+    cmds = [[sys.executable, str(tmp_path / "member.py"), str(path), kind] for kind, path in pids.items()]
+    logs = [str(tmp_path / f"{kind}.log") for kind in pids]
+    driver = ("import json, sys; sys.path.insert(0, 'benchmarks'); import ablation\n"
+              "ablation.MEMBER_STOP_SECONDS = 1.0\n"
+              f"ablation.run_members(json.loads({json.dumps(cmds)!r}), json.loads({json.dumps(logs)!r}))\n")
+    script = subprocess.Popen([sys.executable, "-c", driver], cwd=str(REPO))
+    members: List[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not all(path.exists() for path in pids.values()):  # both members up, however loaded the machine
+            assert script.poll() is None and time.monotonic() < deadline, "the members did not start"
+            time.sleep(0.05)
+        members = [int(path.read_text()) for path in pids.values()]
+        script.send_signal(signal.SIGTERM)
+        code = script.wait(60)
+        left = [pid for pid in members if running(pid)]
+    finally:
+        if script.poll() is None:
+            script.kill()
+        for pid in members:  # never leave a member sleeping on the machine, even when the test fails
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert code == 128 + signal.SIGTERM
+    assert not left, "members outlived the stopped script"
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
