@@ -16,8 +16,8 @@ import pytest
 
 from conftest import REPO
 
-SCRIPTS = ["ablation.py", "curriculum.py", "network_mutation.py", "outcome_frontier.py", "outcome_seeds.py",
-           "setting_sweep.py"]
+SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "network_mutation.py", "outcome_frontier.py",
+           "outcome_seeds.py", "setting_sweep.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
