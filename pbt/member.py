@@ -25,7 +25,7 @@ from pbt.iteration import Iteration, Outcome, RestartPlan
 from pbt.keys import set_by_key
 from pbt.mutation import checked_params, current_params, validate_scheme
 from pbt.mutation.network import NetworkTracker, network_overrides, network_value, resume_network
-from pbt.mutation.scheme import warn_zero_valued
+from pbt.mutation.scheme import report_explore
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
 from pbt.restart import build_restart_argv, is_restarted
@@ -157,7 +157,7 @@ class PbtMember:
         self.workspace = Workspace(self.pbt.workspace, self.pbt.policy_idx, self.pbt.population_size)
         self.elastic = ElasticPopulation(self.pbt) if self.pbt.elastic else None
         self.params: Dict[str, Any] = current_params(cfg, explore.mutation, explore.search_space)
-        warn_zero_valued(self.params, explore)
+        report_explore(self.params, explore, self.pbt.policy_idx)
         self.configured = dict(self.params)
         self.curriculum = curriculum_state(self.pbt, cfg, self.params)  # None: no pbt.curriculum
         self.network = NetworkTracker.from_config(self.pbt.explore.network_mutation, cfg)  # None: not evolved

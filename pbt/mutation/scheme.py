@@ -55,12 +55,7 @@ def mutate(
     space = space or SearchSpace({})
     ranges = {GENERAL_RANGE: (change_min, change_max), DISCOUNT_RANGE: tuple(discount_range)}
     mutated = dict(params)
-    # A fixed key of the space never mutates (a resumed member keeps a value recorded before it was fixed).
-    keys = [
-        key
-        for key in sorted(params)
-        if (key in scheme or key in space) and not (key in space and space.dims[key].fixed)
-    ]
+    keys = explored_keys(params, scheme, space)
 
     def one(key: str) -> Any:
         if key in space:
@@ -80,6 +75,25 @@ def mutate(
                 changed += 1
                 break
     return mutated
+
+
+def explored_keys(params: Iterable[str], scheme: Mapping[str, str], space: SearchSpace) -> List[str]:
+    """The keys of ``params`` a mutation step may change, sorted: the scheme's and the search
+    space's, whether the scheme names a space key or not, less the space's fixed keys (a resumed
+    member keeps a value recorded before it was fixed)."""
+    return [
+        key
+        for key in sorted(params)
+        if (key in scheme or key in space) and not (key in space and space.dims[key].fixed)
+    ]
+
+
+def describe_explored(params: Iterable[str], explore: ExploreConfig) -> str:
+    """What start-up logs: how many keys a member explores, each with where it comes from."""
+    space = explore.search_space
+    keys = explored_keys(params, explore.mutation, space)
+    named = [f"{key} ({'search space' if key in space else 'pbt.mutation'})" for key in keys]
+    return f"{len(keys)} key(s): {', '.join(named)}" if keys else "no key (the scheme and the search space are empty)"
 
 
 def _mutate_one(
@@ -199,6 +213,13 @@ def warn_zero_valued(params: Mapping[str, Any], explore: ExploreConfig) -> None:
             key,
             explore.mutation[key],
         )
+
+
+def report_explore(params: Mapping[str, Any], explore: ExploreConfig, policy_idx: int) -> None:
+    """Start-up's word on the explore step: the keys a member explores, and a warning for each
+    zero that never moves (:func:`warn_zero_valued`)."""
+    logger.info("PBT policy %d explores %s", policy_idx, describe_explored(params, explore))
+    warn_zero_valued(params, explore)
 
 
 def allowed_range(mutation: Mutation, bound: Optional[Mapping[str, Any]]) -> Tuple[float, float]:

@@ -315,3 +315,20 @@ def test_start_up_warns_about_a_zero_that_never_moves(tmp_path: Path, caplog: py
         PbtMember(cfg, tmp_path / "run", [])
     assert any(C + "entropy_coef is 0" in r.getMessage() for r in caplog.records)
     assert not any("learning_rate is 0" in r.getMessage() for r in caplog.records)
+
+
+def test_every_key_of_the_space_is_explored_whatever_the_scheme_names(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A scheme that leaves a space key out does not stop it mutating (the space says what is
+    searched); start-up names every explored key and where it comes from, and not the fixed ones."""
+    cfg = member_cfg(tmp_path / "ws", 0, mutation={C + "grad_norm": "mutate_float"}, mutation_rate=1.0)
+    with caplog.at_level(logging.INFO, logger="pbt.mutation.scheme"):
+        member = PbtMember(cfg, tmp_path / "run", [])
+    lines = [r.getMessage() for r in caplog.records if "explores" in r.getMessage()]
+    assert len(lines) == 1 and "explores 6 key(s)" in lines[0], lines
+    assert f"{C}learning_rate (search space)" in lines[0] and f"{C}grad_norm (pbt.mutation)" in lines[0]
+    assert f"{C}gamma" not in lines[0] and f"{C}tau" not in lines[0]  # fixed by the space
+    mutated = mutate_params(member.params, member.pbt.explore, random.Random(0))
+    assert mutated[C + "learning_rate"] != member.params[C + "learning_rate"]
+    assert mutated[C + "gamma"] == member.params[C + "gamma"]
