@@ -159,7 +159,8 @@ class ExploreConfig(Section):
     search_space: SearchSpace = field(default_factory=lambda: SearchSpace({}), metadata={PARSER: parse_space})
     """Typed search space (``pbt/search_space=<name>``, :mod:`pbt.mutation.space`): full config key ->
     ``{type: loguniform|uniform|int|choice, low, high | values}``. A fresh member samples its keys;
-    every mutation of them stays inside. Empty: no search space."""
+    every mutation of them stays inside. Its keys are explored whether ``pbt.mutation`` names them or
+    not (a fixed key never is). Empty: no search space."""
 
     def to_flat(self) -> Dict[str, Any]:
         flat = super().to_flat()
