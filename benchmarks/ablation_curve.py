@@ -1,10 +1,11 @@
 """The curve half of the selection ablation (benchmarks/ablation.py): which saved policy stands for
-which point of the budget, playing many policies in one process, frames-to-target, and the curve
-table. Kept apart so that each module stays one concept."""
+which point of the budget, playing many policies in one process per core, frames-to-target, and
+the curve table. Kept apart so that each module stays one concept."""
 
 import json
 import logging
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -61,32 +62,46 @@ def play_batch(
     paths: Sequence[Path], task: str, episodes: int, log_path: Path, overrides: Sequence[str] = ()
 ) -> Dict[str, float]:
     """Each checkpoint's policy played with deterministic actions for ``episodes`` full episodes
-    (``pbt.tools.play.play``, as ``python -m pbt.play`` does, in one process for all: see
-    benchmarks/play_checkpoints.py): path -> its objective, NaN for one that could not be played.
+    (``pbt.tools.play.play``, as ``python -m pbt.play`` does: see benchmarks/play_checkpoints.py),
+    split over one process per core (each play builds its own env from the config's seed, so the
+    split changes no score): path -> its objective, NaN for one that could not be played.
     Every member is scored the same way, however late its last change came (a member changed in its
     last intervals prints no training objective). ``overrides``: the config the checkpoints were
     trained with (e.g. their network), beyond the task. "random" plays the untrained policy."""
     if not paths:
         return {}
-    out = log_path.with_suffix(".json")
-    cmd = [
-        sys.executable,
-        str(REPO / "benchmarks" / "play_checkpoints.py"),
-        f"--task={task}",
-        f"--episodes={episodes}",
-        f"--out={out}",
-        *[f"--override={o}" for o in overrides],
-        *map(str, paths),
-    ]
-    proc = subprocess.run(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log_path.write_text(proc.stdout)
-    scores: Dict[str, float] = json.loads(out.read_text()) if proc.returncode == 0 and out.exists() else {}
-    if proc.returncode != 0 or any(not math.isfinite(scores.get(str(p), math.nan)) for p in paths):
-        kept = REPO / "benchmarks" / "results" / f"ablation_failed_play_{log_path.stem}_{int(time.time())}.log"
-        kept.write_text(proc.stdout[-20000:])
-        log.warning(
-            "playing some of %d checkpoints failed (exit %d); the output is in %s", len(paths), proc.returncode, kept
+    workers = max(1, min(len(paths), os.cpu_count() or 1))
+    chunks = [list(paths[i::workers]) for i in range(workers)]
+    outs = [log_path.with_name(f"{log_path.stem}.{i}.json") for i in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "benchmarks" / "play_checkpoints.py"),
+                f"--task={task}",
+                f"--episodes={episodes}",
+                f"--out={out}",
+                *[f"--override={o}" for o in overrides],
+                *map(str, chunk),
+            ],
+            cwd=str(REPO),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
+        for chunk, out in zip(chunks, outs)
+    ]
+    outputs = [proc.communicate()[0] for proc in procs]
+    log_path.write_text("".join(outputs))
+    scores: Dict[str, float] = {}
+    for proc, out in zip(procs, outs):
+        if proc.returncode == 0 and out.exists():
+            scores.update(json.loads(out.read_text()))
+    failed = [proc.returncode for proc in procs if proc.returncode != 0]
+    if failed or any(not math.isfinite(scores.get(str(p), math.nan)) for p in paths):
+        kept = REPO / "benchmarks" / "results" / f"ablation_failed_play_{log_path.stem}_{int(time.time())}.log"
+        kept.write_text("".join(output[-20000:] for output in outputs))
+        log.warning("playing some of %d checkpoints failed (exits %s); the output is in %s", len(paths), failed, kept)
     return {str(p): scores.get(str(p), math.nan) for p in paths}
 
 
