@@ -73,25 +73,31 @@ def play_batch(
     workers = max(1, min(len(paths), os.cpu_count() or 1))
     chunks = [list(paths[i::workers]) for i in range(workers)]
     outs = [log_path.with_name(f"{log_path.stem}.{i}.json") for i in range(workers)]
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(REPO / "benchmarks" / "play_checkpoints.py"),
-                f"--task={task}",
-                f"--episodes={episodes}",
-                f"--out={out}",
-                *[f"--override={o}" for o in overrides],
-                *map(str, chunk),
-            ],
-            cwd=str(REPO),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for chunk, out in zip(chunks, outs)
-    ]
-    outputs = [proc.communicate()[0] for proc in procs]
+    # Each process writes to its own file: a pipe left unread while another process is awaited
+    # would fill and stall its writer.
+    logs = [log_path.with_name(f"{log_path.stem}.{i}.out") for i in range(workers)]
+    procs = []
+    for chunk, out, part in zip(chunks, outs, logs):
+        with part.open("w") as sink:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(REPO / "benchmarks" / "play_checkpoints.py"),
+                        f"--task={task}",
+                        f"--episodes={episodes}",
+                        f"--out={out}",
+                        *[f"--override={o}" for o in overrides],
+                        *map(str, chunk),
+                    ],
+                    cwd=str(REPO),
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    for proc in procs:
+        proc.wait()
+    outputs = [part.read_text() for part in logs]
     log_path.write_text("".join(outputs))
     scores: Dict[str, float] = {}
     for proc, out in zip(procs, outs):
