@@ -110,6 +110,11 @@ class PbtConfig:
     :data:`pbt.objective.TRAINER_STATISTICS`) or a dotted key into the env infos (``episode.<key>``
     for a scalar under ``infos["episode"]``); the default ``true_objective`` falls back to the mean
     episode return when the env never reports it."""
+    eval_episodes: int = 0
+    """Rank by a deterministic evaluation: at each PBT iteration the member plays this many episodes
+    (one per env, mean actions, in a second instance of its task) and ranks, publishes and reports
+    their mean ``pbt.objective``. Known at once after a change, of the current weights only. 0: rank
+    by the training episodes. Not for Isaac Gym / Isaac Lab tasks (one simulation per process)."""
     allow_reward_shaping_mutation: bool = False
     """Accept mutating the keys a task declares as reward shaping (``task.env.actionCost``...) while
     ranking by the shaped episode return (``episode_return``, or ``true_objective`` falling back to
@@ -167,6 +172,7 @@ class PbtConfig:
         require_choice("join", self.join, JOIN_MODES, noun="modes")
         require(bool(self.workspace), "workspace", self.workspace, "a non-empty directory name")
         require(bool(self.objective), "objective", self.objective, "a non-empty dotted key")
+        require(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0 (0: rank by the training episodes)")
         get_strategy(self.selection)
         require_choice("restart_mode", self.restart_mode, RESTART_MODES, noun="modes")
         require_choice("on_write_error", self.on_write_error, WRITE_ERROR_POLICIES)

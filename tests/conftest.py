@@ -38,6 +38,18 @@ def bash_commands(text: str) -> List[str]:
     return commands
 
 
+def compose_config(overrides: List[str]) -> Any:
+    """The composed Hydra config ``pbt.train`` would build from ``overrides`` (in-process agents)."""
+    from hydra import compose, initialize_config_dir
+
+    from pbt.resolvers import register_resolvers
+    from pbt.tasks.registry import rewrite_task_overrides
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
+        return compose(config_name="config", overrides=rewrite_task_overrides(overrides))
+
+
 def decide_only(member: Any, frame: int, objective: Optional[float], state: Dict[str, Any], returns: List[float],
                 mixed: bool = False) -> Any:
     """A member's decide step alone (a PBT iteration without its act and record steps): the

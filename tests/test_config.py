@@ -179,6 +179,7 @@ FLAT_KEYS = [
     "allow_reward_shaping_mutation",
     "pb2_quantile", "pb2_kappa", "pb2_max_data", "mfpbt_frequencies", "mfpbt_sizes",
     "max_lead", "perturb_probability", "mutate_winners", "curriculum", "curriculum_mode", "wait_for_effect",
+    "eval_episodes",
 ]
 
 

@@ -24,6 +24,7 @@ from pbt.member import PbtMember
 from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
 from pbt.pacing import wait_for_peers
 from pbt.rl_games.agent import AgentAdapter
+from pbt.rl_games.evaluation import Evaluator
 from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
 from pbt.rl_games.registry import adapter_class, algo_name, make_adapter
 from pbt.rl_games.tensorboard import PbtScalars, start_wandb
@@ -113,6 +114,7 @@ class WorkerObserver(AlgoObserver):
         self.algo: Any = None
         self.agent: Optional[AgentAdapter] = None
         self.score: Optional[MemberObjective] = None
+        self.evaluator: Optional[Evaluator] = None
         self.exploiter: Optional[Exploiter] = None
         self.objective_key = str(cfg.get("pbt", {}).get("objective", DEFAULT_OBJECTIVE))
         self.member: Optional[PbtMember] = None
@@ -180,7 +182,11 @@ class WorkerObserver(AlgoObserver):
             self.member.started(self.start_frame)
             scalars = PbtScalars.for_member(algo.writer, self.member, self.start_frame)
             live = getattr(getattr(algo.vec_env, "task", None), "live_setters", None)
-            self.exploiter = Exploiter(self.member, agent, self.score, scalars, task_setters=live() if live else None)
+            episodes = self.member.pbt.eval_episodes
+            if episodes > 0:  # rank by a deterministic evaluation in a second task instance
+                self.evaluator = Evaluator.build(algo, self.cfg, episodes)
+            ranked = self.score if self.evaluator is None else self.evaluator.objective
+            self.exploiter = Exploiter(self.member, agent, ranked, scalars, task_setters=live() if live else None)
 
     def restore_checkpoint(self, agent: AgentAdapter, checkpoint: str) -> None:
         """Restore ``checkpoint=`` (ConfigError when it does not fit); a joiner whose donor's
@@ -260,6 +266,8 @@ class WorkerObserver(AlgoObserver):
             self.exploiter.roll_back(frame, diverged)
             self.carry_out(self.exploiter.iterate(frame, math.nan))
         else:
+            if self.evaluator is not None:  # only an iteration's evaluation is ranked
+                objective = self.evaluator.evaluate() if self.member.due(frame) else None
             self.member.observe(objective)
             if self.member.due(frame):
                 final = self.finishing(frame, epoch_num)
@@ -373,5 +381,8 @@ class WorkerObserver(AlgoObserver):
 
     def objective(self) -> Optional[float]:
         """The objective PBT ranks by: the env's key when it reports one, else the mean episode
-        return (both over each env's last counted episode: :mod:`pbt.objective`)."""
+        return (both over each env's last counted episode: :mod:`pbt.objective`); with
+        ``pbt.eval_episodes``, the last evaluation's."""
+        if self.evaluator is not None:
+            return self.evaluator.objective.value
         return None if self.score is None else self.score.value

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pbt.config import ELASTIC
 from pbt.devices import default_torch_threads, global_rank, physical_gpu, rank_device, resolve_device
 from pbt.errors import ConfigError
+from pbt.rl_games.evaluation import evaluation_problem
 from pbt.rl_games.trpo.settings import resolve_aliases
 from pbt.tasks.registry import TaskRef, build_task, prepare_backend, task_ref_of
 
@@ -267,6 +268,9 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
     ``observer_factory(plain_config)`` builds the rl_games observer (default: WorkerObserver, which
     runs PBT when it is on); pbt.replay passes one that follows a recorded schedule.
     """
+    problem = evaluation_problem(cfg)  # before a simulator is imported or started
+    if problem is not None:
+        raise ConfigError(problem)
     prepare_task_backend(cfg)  # Isaac Gym must be imported before torch (the observer imports it)
     from pbt.rl_games.observer import WorkerObserver
 

@@ -46,6 +46,10 @@ class TaskVecEnv(IVecEnv):
         self.returns = None
         return self.task.reset()
 
+    @property
+    def num_envs(self) -> int:
+        return int(getattr(self.task, "num_envs", 0) or 0)
+
     def get_number_of_agents(self) -> int:
         return 1
 

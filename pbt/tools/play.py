@@ -15,110 +15,19 @@ Nothing is written next to the checkpoint: rl_games' run directory goes to a tem
 """
 
 import logging
-import math
-import statistics
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
 from pbt.errors import ConfigError, PbtError
 from pbt.mutation.network import NetworkSpec, network_of, to_network_mutation
+from pbt.rl_games.evaluation import PlayResult, run_episodes
 
 log = logging.getLogger("pbt.play")
 
 DEFAULT_EPISODES = 100
-MAX_STEPS = 100_000
-"""Vectorized steps after which play gives up (a task whose episodes never end)."""
 USAGE = "usage: pbt-play checkpoint=<path.pth> task=<task> [episodes=K] [key=value ...]"
-
-
-@dataclass
-class PlayResult:
-    episodes: int
-    returns: List[float]
-    objectives: List[float]
-    steps: int
-
-    @property
-    def mean_return(self) -> float:
-        return statistics.fmean(self.returns) if self.returns else math.nan
-
-    @property
-    def objective(self) -> float:
-        """Mean of the task's objective over the episodes, else the mean return."""
-        return statistics.fmean(self.objectives) if self.objectives else self.mean_return
-
-    def line(self) -> str:
-        std = statistics.pstdev(self.returns) if len(self.returns) > 1 else 0.0
-        return (
-            f"PLAY episodes={len(self.returns)} mean_return={self.mean_return:.4g} "
-            f"objective={self.objective:.4g} std_return={std:.4g}"
-        )
-
-
-def _per_env(value: Any) -> Optional[List[float]]:
-    if value is None:
-        return None
-    if hasattr(value, "detach"):
-        return value.detach().float().cpu().reshape(-1).tolist()
-    if hasattr(value, "tolist"):
-        flat = value.tolist()
-        return [float(v) for v in (flat if isinstance(flat, list) else [flat])]
-    return None
-
-
-def run_episodes(agent: Any, episodes: int, objective_key: str, max_steps: int = MAX_STEPS) -> PlayResult:
-    """Step ``agent``'s env with deterministic actions until ``episodes`` complete episodes ended."""
-    import torch
-
-    from pbt.objective import lookup
-    from pbt.rl_games.vecenv import EPISODE_RETURN_KEY
-
-    agent.model.eval()
-    recurrent = bool(getattr(agent, "is_rnn", False))
-    if recurrent:  # hidden states start at zero and restart at zero with each env's new episode
-        agent.rnn_states = [s.to(agent.ppo_device) for s in agent.model.get_default_rnn_state()]
-    num_envs = int(agent.num_actors)
-    finished = [0] * num_envs
-    returns: List[float] = []
-    objectives: List[float] = []
-    obs = agent.env_reset()
-    steps = 0
-    with torch.no_grad():
-        while len(returns) < episodes:
-            if steps >= max_steps:
-                raise ConfigError(
-                    f"only {len(returns)} of {episodes} episodes ended within {max_steps} steps of {num_envs} envs. "
-                    "Ask for fewer episodes (episodes=K) or check the task's episode length."
-                )
-            values = agent.get_action_values(obs)
-            if recurrent:
-                agent.rnn_states = values["rnn_states"]
-            obs, _, dones, infos = agent.env_step(values["mus"])
-            steps += 1
-            done = dones.reshape(-1).nonzero(as_tuple=False).reshape(-1).tolist()
-            if recurrent and done:
-                for state in agent.rnn_states:
-                    state[:, done, :] = 0.0
-            if not done:
-                continue
-            episode_returns = _per_env(infos.get(EPISODE_RETURN_KEY)) if isinstance(infos, dict) else None
-            if episode_returns is None:
-                raise ConfigError(
-                    f"the env reports no '{EPISODE_RETURN_KEY}' in its infos: pbt.play runs tasks "
-                    "built through pbt.rl_games.vecenv (task=...), as pbt.train does."
-                )
-            reported = _per_env(lookup(infos, objective_key))
-            for i in done:
-                finished[i] += 1
-                if finished[i] < 2 or len(returns) >= episodes:  # the first episode started at a random step
-                    continue
-                returns.append(float(episode_returns[i]))
-                if reported is not None and len(reported) == num_envs:
-                    objectives.append(float(reported[i]))
-    return PlayResult(len(returns), returns, objectives, steps)
 
 
 def recorded_network(checkpoint: str) -> Optional[NetworkSpec]:

@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from conftest import REPO
+from conftest import compose_config
 
 torch = pytest.importorskip("torch")
 numpy = pytest.importorskip("numpy")
@@ -20,16 +20,9 @@ COMMON = ["task=Pendulum", "num_envs=16", "sim_device=cpu", "rl_device=cpu", "to
 
 
 def build(overrides: List[str], train_dir: Any, name: str) -> AgentAdapter:
-    from hydra import compose, initialize_config_dir
-
-    from pbt.resolvers import register_resolvers
     from pbt.rl_games.runner import build_runner, create_agent
-    from pbt.tasks.registry import rewrite_task_overrides
 
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
-        cfg = compose(config_name="config", overrides=rewrite_task_overrides(
-            [*COMMON, *overrides, f"train_dir={train_dir}", f"experiment={name}"]))
+    cfg = compose_config([*COMMON, *overrides, f"train_dir={train_dir}", f"experiment={name}"])
     runner = build_runner(cfg)
     return make_adapter(create_agent(runner, name), runner.algo_name)
 

@@ -1,0 +1,67 @@
+"""A real two-member population ranked by ``pbt.eval_episodes``: every iteration's objective is the
+evaluation the member logged (deterministic actions, whole episodes), known at the first iteration
+and right after taking a donor's weights, and the SUMMARY reports it. Member 1 learns nothing (a
+constant learning rate of 1e-7), so it is replaced; member 0 learns."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from conftest import REPO, parse_summary, run_train, worker_env
+from pbt.storage import WorkspaceReader
+
+pytestmark = pytest.mark.training
+
+INTERVAL = 16_384
+EPISODES = 8
+EVALUATION_RE = re.compile(rf"evaluation: {EPISODES} episodes \(200 steps\), objective (\S+),")
+
+
+def member(idx: int, ws: Path, runs: Path) -> List[str]:
+    cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", "pbt.num_policies=2",
+           f"pbt.policy_idx={idx}", f"pbt.workspace={ws}", f"pbt.interval_steps={INTERVAL}", "pbt.start_after=0",
+           "pbt.initial_delay=0", "pbt.ready_after=0", f"pbt.eval_episodes={EPISODES}", "max_frames=120000",
+           "num_envs=256", "sim_device=cpu", "rl_device=cpu", "torch_threads=1", f"train_dir={runs}",
+           "experiment=evaluated"]
+    if idx == 1:
+        cmd += ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7"]
+    return cmd
+
+
+def test_members_rank_publish_and_report_their_evaluation(tmp_path: Path) -> None:
+    ws, runs = tmp_path / "ws", tmp_path / "runs"
+    logs = [open(tmp_path / f"member{idx}.log", "w+") for idx in range(2)]
+    procs = [subprocess.Popen(member(idx, ws, runs), cwd=str(REPO), env=worker_env(), stdout=log,
+                              stderr=subprocess.STDOUT) for idx, log in enumerate(logs)]
+    codes = [proc.wait(timeout=600) for proc in procs]
+    outputs = [(tmp_path / f"member{idx}.log").read_text() for idx in range(2)]
+    assert codes == [0, 0], [out[-3000:] for out in outputs]
+    reader = WorkspaceReader(ws, 2)
+    for idx, output in enumerate(outputs):
+        evaluations = [float(v) for v in EVALUATION_RE.findall(output)]
+        entries = [e for e in reader.read_lineage(idx) if e.frame > 0]
+        assert len(entries) >= 6 and len(evaluations) == len(entries), (len(entries), output[-3000:])
+        # the objective each iteration ranked and published is the evaluation it logged, every time
+        assert [e.objective for e in entries] == pytest.approx(evaluations, rel=1e-5)
+        assert parse_summary(output)["objective"] == pytest.approx(evaluations[-1], rel=1e-3)
+    healthy = [e.objective for e in reader.read_lineage(0) if e.frame > 0]
+    assert healthy[-1] > healthy[0] + 300, healthy  # learning happened (Pendulum: about -1200 untrained)
+    crippled = [e for e in reader.read_lineage(1) if e.frame > 0]
+    taken = [i for i, e in enumerate(crippled) if e.action == "replace"]
+    assert taken and taken[0] + 1 < len(crippled), [(e.frame, e.action, e.objective) for e in crippled]
+    before, after = crippled[taken[0]], crippled[taken[0] + 1]
+    # one interval after taking the donor's weights the member is scored on them, not n/a
+    assert after.objective is not None and after.objective > before.objective + 200, (before, after)
+
+
+def test_an_isaac_gym_member_is_refused_before_the_simulator_loads(tmp_path: Path) -> None:
+    """Isaac Gym is not installed here: the refusal comes before anything tries to import it."""
+    proc = run_train(["task=isaacgym/Ant", "pbt=pbt_default", "pbt.eval_episodes=4", "sim_device=cpu",
+                      "rl_device=cpu", f"train_dir={tmp_path / 'runs'}"], tmp_path, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output[-3000:]
+    assert "ConfigError: pbt.eval_episodes=4 plays the policy in a second instance of the task" in output, output
+    assert "an Isaac Gym simulation runs once per process" in output and "isaacgym" not in output.split("ConfigError")[0]
