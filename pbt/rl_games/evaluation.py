@@ -227,8 +227,14 @@ class Evaluator:
 
     def evaluate(self) -> float:
         """Play the current weights; the objective (mean over the episodes) is kept in ``self.objective``."""
+        import torch
+
         algo = self.algo
         training_env, rnn_states, training = algo.vec_env, getattr(algo, "rnn_states", None), algo.model.training
+        # The actions rl_games samples beside the mean ones draw from torch's generators: restored, so
+        # that turning the evaluation on leaves the training's random draws as they were.
+        cpu_rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         start = time.perf_counter()
         algo.vec_env = self.env
         try:
@@ -237,6 +243,9 @@ class Evaluator:
             algo.vec_env = training_env
             algo.rnn_states = rnn_states
             algo.model.train(training)
+            torch.set_rng_state(cpu_rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
         self.objective.set(result)
         log.info(
             "evaluation: %d episodes (%d steps), objective %.6g, mean return %.6g, in %.2f s",

@@ -1,6 +1,6 @@
 """``pbt.eval_episodes``: a member ranks by its policy played with deterministic actions in a second
-instance of its task. The training rollout is untouched by an evaluation (its envs, observations
-and recurrent states), every env plays one whole episode, and tasks that cannot run twice in one
+instance of its task. The training rollout is untouched by an evaluation (its envs, observations,
+recurrent states and torch's random draws), every env plays one whole episode, and tasks that cannot run twice in one
 process are refused at start-up. On real rl_games agents (PPO, TRPO, a recurrent PPO) on Pendulum."""
 from typing import Any, Dict, List
 
@@ -114,7 +114,9 @@ def test_the_training_rollout_is_untouched(evaluator: Any) -> None:
     obs = algo.obs["obs"].clone()
     rnn = [s.clone() for s in algo.rnn_states] if algo.is_rnn else []
     algo.model.train()
+    rng = torch.get_rng_state()
     evaluator.evaluate()
+    assert torch.equal(torch.get_rng_state(), rng)  # the training's next random draws are unchanged
     assert algo.vec_env is env and torch.equal(task.progress_buf, progress)
     if state is not None:
         assert torch.equal(task.state, state)
