@@ -287,6 +287,8 @@ class WorkerObserver(AlgoObserver):
 
             if self.member.liveness is not None:  # set by startup
                 self.member.liveness.final_state = FINISHED
+            if self.evaluator is not None and self.evaluator.objective.value is None:
+                self.evaluator.evaluate()  # new weights since the last iteration: the SUMMARY scores these
 
     def carry_out(self, outcome: Optional[Outcome]) -> None:
         """The end of an iteration that acted: the next env step is the first with new weights (in

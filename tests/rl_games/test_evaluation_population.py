@@ -43,10 +43,11 @@ def test_members_rank_publish_and_report_their_evaluation(tmp_path: Path) -> Non
     for idx, output in enumerate(outputs):
         evaluations = [float(v) for v in EVALUATION_RE.findall(output)]
         entries = [e for e in reader.read_lineage(idx) if e.frame > 0]
-        assert len(entries) >= 6 and len(evaluations) == len(entries), (len(entries), output[-3000:])
+        # one more at the end when the member took new weights at its last iteration
+        assert len(entries) >= 6 and len(evaluations) - len(entries) in (0, 1), (len(entries), output[-3000:])
         # the objective each iteration ranked and published is the evaluation it logged, every time
-        assert [e.objective for e in entries] == pytest.approx(evaluations, rel=1e-5)
-        assert parse_summary(output)["objective"] == pytest.approx(evaluations[-1], rel=1e-3)
+        assert [e.objective for e in entries] == pytest.approx(evaluations[: len(entries)], rel=1e-5)
+        assert parse_summary(output)["objective"] == pytest.approx(evaluations[-1], rel=1e-3)  # never n/a
     healthy = [e.objective for e in reader.read_lineage(0) if e.frame > 0]
     assert healthy[-1] > healthy[0] + 300, healthy  # learning happened (Pendulum: about -1200 untrained)
     crippled = [e for e in reader.read_lineage(1) if e.frame > 0]
