@@ -89,7 +89,7 @@ def _take(value: Any, indices: Sequence[int]) -> Optional[List[float]]:
         flat = value.detach().reshape(-1)
         picked = flat[flat.new_tensor(indices, dtype=__import__("torch").long)]
         return [float(v) for v in picked.float().cpu().tolist()]
-    values = _as_list(value)
+    values = as_floats(value)
     return None if values is None else [values[i] for i in indices]
 
 
@@ -107,7 +107,8 @@ def _same_device(tensors: List[Any]) -> List[Any]:
 MAX_PENDING_STEPS = 1024
 
 
-def _as_list(value: Any) -> Optional[List[float]]:
+def as_floats(value: Any) -> Optional[List[float]]:
+    """A per-env value (torch tensor, numpy array, list or scalar) as a flat list of floats; None otherwise."""
     if hasattr(value, "detach"):  # a torch tensor
         value = value.detach().float().cpu().reshape(-1).tolist()
     elif hasattr(value, "tolist"):  # numpy
@@ -228,7 +229,7 @@ class ObjectiveTracker:
         if value is None:
             return
         if _size(value) == 1 and self.num_envs != 1:
-            self._record_scalar(_as_list(value))
+            self._record_scalar(as_floats(value))
             return
         # Only the entries of counted episodes matter: convert those, not all num_envs.
         done = [i for i in counted if i < _size(value)]

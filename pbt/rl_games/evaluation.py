@@ -59,17 +59,6 @@ class PlayResult:
         )
 
 
-def _per_env(value: Any) -> Optional[List[float]]:
-    if value is None:
-        return None
-    if hasattr(value, "detach"):
-        return value.detach().float().cpu().reshape(-1).tolist()
-    if hasattr(value, "tolist"):
-        flat = value.tolist()
-        return [float(v) for v in (flat if isinstance(flat, list) else [flat])]
-    return None
-
-
 def run_episodes(
     agent: Any, episodes: int, objective_key: str, max_steps: int = MAX_STEPS, whole_first: bool = False
 ) -> PlayResult:
@@ -81,7 +70,7 @@ def run_episodes(
     """
     import torch
 
-    from pbt.objective import lookup
+    from pbt.objective import as_floats, lookup
     from pbt.rl_games.vecenv import EPISODE_RETURN_KEY
 
     agent.model.eval()
@@ -102,7 +91,7 @@ def run_episodes(
             if steps >= max_steps:
                 raise ConfigError(
                     f"only {len(returns)} of {episodes} episodes ended within {max_steps} steps of {num_envs} envs. "
-                    "Ask for fewer episodes or check the task's episode length."
+                    "Ask for fewer episodes (pbt-play's episodes=K) or check the task's episode length."
                 )
             values = agent.get_action_values(obs)
             if recurrent:
@@ -115,13 +104,13 @@ def run_episodes(
                     state[:, done, :] = 0.0
             if not done:
                 continue
-            episode_returns = _per_env(infos.get(EPISODE_RETURN_KEY)) if isinstance(infos, dict) else None
-            if episode_returns is None:
+            episode_returns = as_floats(infos.get(EPISODE_RETURN_KEY)) if isinstance(infos, dict) else None
+            if episode_returns is None or len(episode_returns) != num_envs:
                 raise ConfigError(
-                    f"the env reports no '{EPISODE_RETURN_KEY}' in its infos: playing needs a task built "
+                    f"the env reports no per-env '{EPISODE_RETURN_KEY}' in its infos: playing needs a task built "
                     "through pbt.rl_games.vecenv (task=...), as pbt.train builds it."
                 )
-            reported = _per_env(lookup(infos, objective_key))
+            reported = as_floats(lookup(infos, objective_key))
             for i in done:
                 finished[i] += 1
                 counted = finished[i] == 1 if whole_first else finished[i] >= 2

@@ -127,3 +127,41 @@ def test_the_training_rollout_is_untouched(evaluator: Any) -> None:
         assert algo.rnn_states is None
     assert algo.model.training  # the mode it was in
     assert evaluator.env.task.progress_buf.max() == 0  # the evaluation instance just reset its finished envs
+
+
+class FakeAgent:
+    """Just what run_episodes touches: 2 envs whose episodes end every ``length`` steps."""
+
+    def __init__(self, length: int, infos: Dict[str, Any]) -> None:
+        self.length, self.infos, self.t = length, infos, 0
+        self.num_actors, self.is_rnn, self.vec_env = 2, False, None
+        self.model = torch.nn.Linear(1, 1)
+
+    def env_reset(self) -> Any:
+        return torch.zeros(2, 1)
+
+    def get_action_values(self, obs: Any) -> Dict[str, Any]:
+        return {"mus": torch.zeros(2, 1)}
+
+    def env_step(self, actions: Any) -> Any:
+        self.t += 1
+        done = torch.full((2,), self.t % self.length == 0)
+        return torch.zeros(2, 1), torch.zeros(2), done, self.infos
+
+
+def test_episodes_that_never_end_say_how_to_fix_it() -> None:
+    from pbt.rl_games.evaluation import run_episodes
+
+    with pytest.raises(ConfigError, match=r"only 0 of 2 episodes ended within 5 steps of 2 envs.*episodes=K"):
+        run_episodes(FakeAgent(1000, {"episode_return": torch.zeros(2)}), 2, "true_objective", max_steps=5)
+
+
+def test_an_env_without_per_env_returns_is_refused() -> None:
+    from pbt.rl_games.evaluation import run_episodes
+
+    for infos in ({}, {"episode_return": 3.0}):  # missing, or one number for two envs
+        with pytest.raises(ConfigError, match="reports no per-env 'episode_return'.*task built through pbt.rl_games.vecenv"):
+            run_episodes(FakeAgent(2, infos), 2, "true_objective")
+    result = run_episodes(FakeAgent(2, {"episode_return": torch.tensor([1.0, 3.0])}), 2, "true_objective",
+                          whole_first=True)
+    assert result.returns == [1.0, 3.0] and result.steps == 2
