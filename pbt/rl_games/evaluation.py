@@ -200,17 +200,9 @@ class Evaluator:
     def build(cls, algo: Any, plain: Mapping[str, Any], episodes: int) -> "Evaluator":
         """An evaluator over a new instance of ``plain``'s task (the worker's plain config)."""
         from pbt.rl_games.vecenv import TaskVecEnv
-        from pbt.tasks.registry import build_task, task_ref_of
+        from pbt.tasks.registry import build_configured_task
 
-        task_cfg = evaluation_task_config(plain["task"], episodes)
-        task = build_task(
-            task_ref_of(task_cfg),
-            task_cfg,
-            plain["sim_device"],
-            plain["rl_device"],
-            bool(plain.get("headless", True)),
-            int(plain.get("graphics_device_id", 0)),
-        )
+        task = build_configured_task(plain, evaluation_task_config(plain["task"], episodes))
         key = str((plain.get("pbt") or {}).get("objective", "true_objective"))
         return cls(algo, TaskVecEnv(task), episodes, key)
 

@@ -24,7 +24,7 @@ from pbt.devices import default_torch_threads, global_rank, physical_gpu, rank_d
 from pbt.errors import ConfigError
 from pbt.rl_games.evaluation import evaluation_problem
 from pbt.rl_games.trpo.settings import resolve_aliases
-from pbt.tasks.registry import TaskRef, build_task, prepare_backend, task_ref_of
+from pbt.tasks.registry import TaskRef, build_configured_task, prepare_backend, task_ref_of
 
 if TYPE_CHECKING:
     from pbt.rl_games.observer import WorkerObserver
@@ -242,15 +242,7 @@ def build_runner(cfg: DictConfig, observer: Any = None, prepare: Optional[Callab
     from pbt.rl_games.vecenv import register_task
 
     plain = prepare() if prepare is not None else prepare_config(cfg)
-    task = build_task(
-        ref,
-        plain["task"],
-        plain["sim_device"],
-        plain["rl_device"],
-        plain["headless"],
-        int(plain.get("graphics_device_id", 0)),
-    )
-    register_task(task)
+    register_task(build_configured_task(plain))
     runner = Runner(algo_observer=observer)
     register_learners(runner)  # learners this project adds (trpo)
     runner.load(rl_games_params(plain))

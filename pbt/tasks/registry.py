@@ -17,7 +17,7 @@ import fnmatch
 import importlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError, TaskError, did_you_mean
 from pbt.mutation.shaping import RewardShaping
@@ -246,6 +246,20 @@ def build_task(
     task = cls(cfg=dict(task_cfg), sim_device=sim_device, rl_device=rl_device, headless=headless)
     check_task_interface(task, ref.name)
     return task
+
+
+def build_configured_task(plain: Mapping[str, Any], task_cfg: Optional[Mapping[str, Any]] = None) -> Any:
+    """:func:`build_task` for a worker's plain (resolved) config: its ``task`` block, or ``task_cfg``
+    in its place (an evaluation's second instance), on the config's devices."""
+    task_cfg = plain["task"] if task_cfg is None else task_cfg
+    return build_task(
+        task_ref_of(task_cfg),
+        task_cfg,
+        plain["sim_device"],
+        plain["rl_device"],
+        bool(plain.get("headless", True)),
+        int(plain.get("graphics_device_id", 0)),
+    )
 
 
 def prepare_backend(ref: TaskRef) -> None:
