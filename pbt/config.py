@@ -105,6 +105,13 @@ class PbtConfig:
     progress), until that member is within reach or stops training, so the evidence that it is worse
     (which arrives at the slow members' pace) arrives before its budget is spent. null: never wait
     (:mod:`pbt.pacing`). Not applied in an elastic population (``num_policies=auto``)."""
+    max_donor_lag: Optional[int] = 0
+    """A member taking a donor's weights whose newest checkpoint is more than this many PBT
+    intervals behind the member's own iteration (a slower donor) waits, heartbeating ("waiting for
+    peers" in status; its log names the donor), until the donor publishes a newer one that continues the same weights, and takes that:
+    weights from an older checkpoint would lose the frames between for good. It stops waiting when
+    the donor stops training. null: take the checkpoint the decision saw at once. Not applied in an
+    elastic population (``num_policies=auto``)."""
     objective: str = "true_objective"
     """What to maximise: a trainer statistic (``episode_return``, ``episode_length``:
     :data:`pbt.objective.TRAINER_STATISTICS`) or a dotted key into the env infos (``episode.<key>``
@@ -161,6 +168,12 @@ class PbtConfig:
             "max_lead",
             self.max_lead,
             ">= 1 (PBT intervals), or null to never wait for peers",
+        )
+        require(
+            self.max_donor_lag is None or self.max_donor_lag >= 0,
+            "max_donor_lag",
+            self.max_donor_lag,
+            ">= 0 (PBT intervals), or null to take the donor's checkpoint the decision saw",
         )
         require(
             self.num_policies == ELASTIC or (isinstance(self.num_policies, int) and self.num_policies >= 1),

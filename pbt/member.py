@@ -9,6 +9,7 @@ disk goes through :class:`pbt.storage.Workspace`; every decision comes from
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import random
 import time
@@ -28,6 +29,7 @@ from pbt.mutation.network import NetworkTracker, network_overrides, network_valu
 from pbt.mutation.scheme import report_explore
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
+from pbt.pacing import fresh_donor
 from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
 from pbt.selection.base import EffectPending
@@ -271,7 +273,12 @@ class PbtMember:
         """Join a running elastic population from its best member (:mod:`pbt.elastic`)."""
         assert self.elastic is not None
         joined = self.elastic.join(
-            self.workspace, self.check_peers(), self.params, self.run_dir, self.rng, configured_max_frames(self.cfg)
+            self.workspace,
+            self.peer_watch.check(),
+            self.params,
+            self.run_dir,
+            self.rng,
+            configured_max_frames(self.cfg),
         )
         if joined is None:
             log.info("PBT policy %d: no live peer has an objective to join from; starting fresh", self.pbt.policy_idx)
@@ -364,10 +371,12 @@ class PbtMember:
         episode_returns: Sequence[float],
         mixed: bool = False,
         effect_pending: EffectPending = None,
+        stop: Optional[Callable[[], bool]] = None,
     ) -> Iterator[Optional[Iteration]]:
         """Decide (publish, scan, decide), the scan kept open for the act and record steps run in the
         with-block (an object store lists once per iteration). None: the workspace could not be written
-        (``pbt.on_write_error=retry``). A ``mixed`` objective (partly the old weights') stays out of the history."""
+        (``pbt.on_write_error=retry``). A ``mixed`` objective (partly the old weights') stays out of the history.
+        With ``stop``, a replace may wait for a donor that is behind, until ``stop()`` (:func:`fresher`)."""
         self.flush_lineage()
         iteration = self.last_iteration = frame // self.pbt.interval_steps
         try:
@@ -391,13 +400,16 @@ class PbtMember:
                 outlive(self.pbt, exc, f"could not read the population at iteration {iteration}", self.last_iteration)
                 self.write_failing = True
                 scanned = None
+        if scanned is not None and stop is not None:  # outside the scan: the donor's new records show
+            scanned = fresher(self, scanned, iteration, stop)
+        with self.workspace.store.scan(self.pbt.population_size):
             yield scanned
 
     def _decide(self, own: Record, objective: Optional[float], mixed: bool, effect: EffectPending) -> Iteration:
         """Read the population (inside the scan) and decide (at ``own.frame``, the frame just published)."""
         peers = self.workspace.latest_records(max_iteration=own.iteration)
         peers[self.pbt.policy_idx] = own
-        statuses = self.check_peers()
+        statuses = self.peer_watch.check()
         members = None
         if self.elastic is not None:
             self.elastic.note_progress(own.frame)
@@ -461,10 +473,6 @@ class PbtMember:
             history=Histories(self.history.values, self.intervals.params, self.intervals.gains),
             stage=None if self.curriculum is None else (self.curriculum.stage, self.curriculum.since),
         )
-
-    def check_peers(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
-        """Every peer's liveness, from its heartbeat; logs each change of a peer's state once."""
-        return self.peer_watch.check(now)
 
     def entry(
         self,
@@ -550,6 +558,14 @@ class PbtMember:
     def flush_lineage(self) -> bool:
         """Append the pending lineage entries; True when nothing is pending."""
         return self.lineage.flush()
+
+
+def fresher(member: PbtMember, it: Iteration, iteration: int, stop: Callable[[], bool]) -> Iteration:
+    """``it`` whose replace takes the donor's newest checkpoint that continues the one ranked, after
+    waiting for a donor that is behind (:func:`pbt.pacing.fresh_donor`, ``pbt.max_donor_lag``)."""
+    newest = functools.partial(member.workspace.latest_record, max_iteration=iteration)
+    decision = fresh_donor(it.decision, iteration, newest, member.peer_watch.check, member.pbt, member.liveness, stop)
+    return it if decision is it.decision else dataclasses.replace(it, decision=decision)
 
 
 def plan_restart(

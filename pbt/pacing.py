@@ -8,14 +8,23 @@ whole budget before that evidence exists, and finish untouched. So at each PBT i
 intervals, or is no longer training (finished, stopped, dead). The population's wall time does not
 grow: it is the slowest member's anyway.
 
-Pure decision (:func:`pacing_reason`) and the waiting loop (:func:`wait_for_peers`); no torch.
+A member taking a donor's weights waits the same way for a donor that is behind it
+(``pbt.max_donor_lag``): the donor's checkpoint from an earlier iteration would cost the copy the
+frames between, for good, since the member keeps its own frame count.
+
+Pure decisions (:func:`pacing_reason`, :func:`donor_lag_reason`, :func:`continues`) and the
+waiting loop (:func:`wait_while`); no torch.
 """
 
+import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Tuple
 
+from pbt.errors import WorkspaceError
+from pbt.selection.base import REPLACE, Decision
 from pbt.storage.liveness import ALIVE, RUNNING, TRAINING_STATES, WAITING, MemberLiveness, PeerStatus
+from pbt.storage.record import Record
 
 if TYPE_CHECKING:
     from pbt.config import PbtConfig
@@ -26,6 +35,17 @@ POLL_SECONDS = 5.0
 """Longest pause between two looks at the peers' heartbeats while waiting."""
 
 
+def is_training(status: Optional[PeerStatus]) -> bool:
+    """A fresh heartbeat that says running or waiting, with a frame count."""
+    return (
+        status is not None
+        and status.state == ALIVE
+        and status.beat is not None
+        and status.beat.state in TRAINING_STATES
+        and status.beat.frame is not None
+    )
+
+
 def slowest_live_peer(statuses: Mapping[int, PeerStatus]) -> Optional[Tuple[int, int]]:
     """(policy_idx, frame) of the peer that trained the fewest frames among those still training
     (a fresh heartbeat that says running or waiting, with a frame count); None when there is none.
@@ -33,10 +53,7 @@ def slowest_live_peer(statuses: Mapping[int, PeerStatus]) -> Optional[Tuple[int,
     live = [
         (status.beat.frame, idx)
         for idx, status in statuses.items()
-        if status.state == ALIVE
-        and status.beat is not None
-        and status.beat.state in TRAINING_STATES
-        and status.beat.frame is not None
+        if is_training(status) and status.beat is not None and status.beat.frame is not None
     ]
     if not live:
         return None
@@ -61,6 +78,66 @@ def pacing_reason(
     return f"{lead:.1f} intervals ahead of member {idx} (frame {peer_frame}), more than pbt.max_lead={max_lead}"
 
 
+def donor_lag_reason(
+    own_iteration: int, donor: Record, status: Optional[PeerStatus], max_lag: Optional[int]
+) -> Optional[str]:
+    """Why a member at ``own_iteration`` waits before taking ``donor`` (the donor's newest record
+    seen): its checkpoint is more than ``max_lag`` iterations older and the donor is still training;
+    None when the checkpoint is recent enough, the donor stopped, or ``max_lag`` is None."""
+    if max_lag is None or donor.iteration >= own_iteration - max_lag or not is_training(status):
+        return None
+    return (
+        f"donor {donor.policy_idx}'s newest checkpoint is from its iteration {donor.iteration}, "
+        f"{own_iteration - donor.iteration} behind this member's {own_iteration} (pbt.max_donor_lag={max_lag})"
+    )
+
+
+def continues(old: Record, new: Record) -> bool:
+    """True when ``new``, a later record of the same member, trains on ``old``'s weights with its
+    hyperparameters and network unchanged: no replace and no mutation came between (its frames since
+    the last replace grew by exactly the frames between the two)."""
+    return (
+        new.policy_idx == old.policy_idx
+        and new.iteration > old.iteration
+        and new.params == old.params
+        and new.network == old.network
+        and new.frames_since_replace - old.frames_since_replace == new.frame - old.frame
+    )
+
+
+def wait_while(
+    reason: Callable[[], Optional[str]],
+    what: str,
+    pbt: "PbtConfig",
+    liveness: Optional[MemberLiveness],
+    stop: Callable[[], bool],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
+) -> float:
+    """Wait while ``reason()`` gives one, or until ``stop()`` or the member lost its lock; the heartbeat
+    says "waiting" meanwhile, the log says ``what`` it waits for and why. Returns the seconds waited."""
+    why = reason()
+    if why is None:
+        return 0.0
+    start = clock()
+    poll = min(POLL_SECONDS, pbt.liveness.heartbeat_interval)
+    log.info("PBT policy %d: waiting for %s: %s", pbt.policy_idx, what, why)
+    if liveness is not None:
+        liveness.state = WAITING
+        liveness.beat(WAITING)
+    try:
+        while why is not None and not stop() and (liveness is None or liveness.lost is None):
+            sleep(poll)
+            why = reason()
+    finally:
+        if liveness is not None:
+            liveness.state = RUNNING
+            liveness.beat(RUNNING)
+    waited = clock() - start
+    log.info("PBT policy %d: goes on after waiting %.0f s for %s", pbt.policy_idx, waited, what)
+    return waited
+
+
 def wait_for_peers(
     pbt: "PbtConfig",
     frame: int,
@@ -75,23 +152,62 @@ def wait_for_peers(
     Not in an elastic population: a member joining late starts at frame 0 and would stall everyone."""
     if pbt.elastic:
         return 0.0
-    why = pacing_reason(frame, check(), pbt.interval_steps, pbt.max_lead)
-    if why is None:
-        return 0.0
-    start = clock()
-    poll = min(POLL_SECONDS, pbt.liveness.heartbeat_interval)
-    log.info("PBT policy %d: waiting for peers at frame %d: %s", pbt.policy_idx, frame, why)
-    if liveness is not None:
-        liveness.state = WAITING
-        liveness.beat(WAITING)
-    try:
-        while why is not None and not stop() and (liveness is None or liveness.lost is None):
-            sleep(poll)
-            why = pacing_reason(frame, check(), pbt.interval_steps, pbt.max_lead)
-    finally:
-        if liveness is not None:
-            liveness.state = RUNNING
-            liveness.beat(RUNNING)
-    waited = clock() - start
-    log.info("PBT policy %d: goes on after waiting %.0f s for peers", pbt.policy_idx, waited)
-    return waited
+    return wait_while(
+        lambda: pacing_reason(frame, check(), pbt.interval_steps, pbt.max_lead),
+        "peers",
+        pbt,
+        liveness,
+        stop,
+        sleep,
+        clock,
+    )
+
+
+def fresh_donor(
+    decision: Decision,
+    own_iteration: int,
+    newest: Callable[[int], Optional[Record]],
+    check: Callable[[], Mapping[int, PeerStatus]],
+    pbt: "PbtConfig",
+    liveness: Optional[MemberLiveness],
+    stop: Callable[[], bool],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
+) -> Decision:
+    """``decision`` with its donor's newest record that :func:`continues` the one it was decided on,
+    waiting (:func:`wait_while`) while that donor is more than ``pbt.max_donor_lag`` iterations behind
+    ``own_iteration`` and still training. ``newest(idx)`` reads a member's newest record up to
+    ``own_iteration``. A donor that changed since (replaced, mutated) or cannot be read ends the wait,
+    and the decision keeps the record it saw."""
+    donor = decision.donor
+    lag = pbt.max_donor_lag
+    if decision.action != REPLACE or donor is None or lag is None or pbt.elastic:
+        return decision
+    if donor.iteration >= own_iteration - lag:
+        return decision
+    seen: List[Record] = [donor]
+    changed: List[str] = []
+
+    def reason() -> Optional[str]:
+        try:
+            record = newest(donor.policy_idx)
+        except WorkspaceError as exc:
+            changed.append(f"its newest record cannot be read ({exc})")
+            return None
+        if record is not None and record.iteration > seen[-1].iteration:
+            if not continues(donor, record):
+                changed.append(f"it changed at its iteration {record.iteration} (new weights or hyperparameters)")
+                return None
+            seen.append(record)
+        return donor_lag_reason(own_iteration, seen[-1], check().get(donor.policy_idx), lag)
+
+    waited = wait_while(reason, f"donor {donor.policy_idx}", pbt, liveness, stop, sleep, clock)
+    if seen[-1] is donor:
+        why = changed[0] if changed else "it published no newer checkpoint (stopped training)"
+        note = f"took donor {donor.policy_idx}'s checkpoint of its iteration {donor.iteration} after waiting {waited:.0f} s: {why}"
+        return dataclasses.replace(decision, reason=f"{decision.reason}; {note}")
+    note = (
+        f"took donor {donor.policy_idx}'s checkpoint of its iteration {seen[-1].iteration} (ranked at its "
+        f"iteration {donor.iteration}) after waiting {waited:.0f} s"
+    )
+    return dataclasses.replace(decision, donor=seen[-1], reason=f"{decision.reason}; {note}")

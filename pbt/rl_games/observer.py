@@ -186,7 +186,14 @@ class WorkerObserver(AlgoObserver):
             if episodes > 0:  # rank by a deterministic evaluation in a second task instance
                 self.evaluator = Evaluator.build(algo, self.cfg, episodes)
             ranked = self.score if self.evaluator is None else self.evaluator.objective
-            self.exploiter = Exploiter(self.member, agent, ranked, scalars, task_setters=live() if live else None)
+            self.exploiter = Exploiter(
+                self.member,
+                agent,
+                ranked,
+                scalars,
+                task_setters=live() if live else None,
+                stop=lambda: self.stop_signal is not None,
+            )
 
     def restore_checkpoint(self, agent: AgentAdapter, checkpoint: str) -> None:
         """Restore ``checkpoint=`` (ConfigError when it does not fit); a joiner whose donor's
@@ -276,7 +283,7 @@ class WorkerObserver(AlgoObserver):
                     wait_for_peers(
                         self.member.pbt,
                         frame,
-                        self.member.check_peers,
+                        self.member.peer_watch.check,
                         self.member.liveness,
                         lambda: self.stop_signal is not None,
                     )

@@ -96,7 +96,7 @@ def test_no_exploit_on_the_last_epoch(monkeypatch):
     algo = SimpleNamespace(get_full_state_weights=lambda: {}, epoch_num=7, frame=100,
                            model=SimpleNamespace(state_dict=lambda: {}))
     it = Iteration(decision, 100, 0.5, 0.0, {}, {})
-    member = SimpleNamespace(iteration=lambda *a: contextlib.nullcontext(it), curriculum=None,
+    member = SimpleNamespace(iteration=lambda *a, **k: contextlib.nullcontext(it), curriculum=None,
                              record=lambda it, outcome: logged.append((outcome.action, outcome.reason)))
     exploiter = Exploiter(member, ContinuousPpoAdapter(algo),  # type: ignore[arg-type]
                           score=SimpleNamespace(recent=[], mixed=False, effect_pending=None))  # type: ignore[arg-type]
