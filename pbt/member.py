@@ -29,7 +29,7 @@ from pbt.mutation.network import NetworkTracker, network_overrides, network_valu
 from pbt.mutation.scheme import report_explore
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
-from pbt.pacing import fresh_donor
+from pbt.pacing import fresh_donor, waits_for_donor
 from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
 from pbt.selection.base import EffectPending
@@ -393,16 +393,16 @@ class PbtMember:
             )
         if self.liveness is not None and self.liveness.lost is None:  # pacing peers see it here now
             self.liveness.beat(self.liveness.state)
-        with self.workspace.store.scan(self.pbt.population_size):
+        with contextlib.ExitStack() as scan:
+            scan.enter_context(self.workspace.store.scan(self.pbt.population_size))
             try:
                 scanned = self._decide(own, objective, mixed, effect_pending)
             except WorkspaceError as exc:
                 outlive(self.pbt, exc, f"could not read the population at iteration {iteration}", self.last_iteration)
                 self.write_failing = True
                 scanned = None
-        if scanned is not None and stop is not None:  # outside the scan: the donor's new records show
-            scanned = fresher(self, scanned, iteration, stop)
-        with self.workspace.store.scan(self.pbt.population_size):
+            if scanned is not None and stop is not None:
+                scanned = fresher(self, scanned, iteration, stop, scan)
             yield scanned
 
     def _decide(self, own: Record, objective: Optional[float], mixed: bool, effect: EffectPending) -> Iteration:
@@ -560,11 +560,19 @@ class PbtMember:
         return self.lineage.flush()
 
 
-def fresher(member: PbtMember, it: Iteration, iteration: int, stop: Callable[[], bool]) -> Iteration:
+def fresher(
+    member: PbtMember, it: Iteration, iteration: int, stop: Callable[[], bool], scan: contextlib.ExitStack
+) -> Iteration:
     """``it`` whose replace takes the donor's newest checkpoint that continues the one ranked, after
-    waiting for a donor that is behind (:func:`pbt.pacing.fresh_donor`, ``pbt.max_donor_lag``)."""
+    waiting for a donor that is behind (:func:`pbt.pacing.fresh_donor`, ``pbt.max_donor_lag``). Only
+    then is the iteration's ``scan`` closed (its listing would hide the donor's new records) and a new
+    one opened for the act and record steps: an iteration without a wait still lists once."""
+    if not waits_for_donor(it.decision, iteration, member.pbt):
+        return it
+    scan.close()
     newest = functools.partial(member.workspace.latest_record, max_iteration=iteration)
     decision = fresh_donor(it.decision, iteration, newest, member.peer_watch.check, member.pbt, member.liveness, stop)
+    scan.enter_context(member.workspace.store.scan(member.pbt.population_size))
     return it if decision is it.decision else dataclasses.replace(it, decision=decision)
 
 

@@ -163,6 +163,19 @@ def wait_for_peers(
     )
 
 
+def waits_for_donor(decision: Decision, own_iteration: int, pbt: "PbtConfig") -> bool:
+    """True when ``decision`` is a replace whose donor's record is more than ``pbt.max_donor_lag``
+    iterations behind ``own_iteration`` (not in an elastic population): :func:`fresh_donor` waits."""
+    donor, lag = decision.donor, pbt.max_donor_lag
+    return (
+        decision.action == REPLACE
+        and donor is not None
+        and lag is not None
+        and not pbt.elastic
+        and donor.iteration < own_iteration - lag
+    )
+
+
 def fresh_donor(
     decision: Decision,
     own_iteration: int,
@@ -179,11 +192,8 @@ def fresh_donor(
     ``own_iteration`` and still training. ``newest(idx)`` reads a member's newest record up to
     ``own_iteration``. A donor that changed since (replaced, mutated) or cannot be read ends the wait,
     and the decision keeps the record it saw."""
-    donor = decision.donor
-    lag = pbt.max_donor_lag
-    if decision.action != REPLACE or donor is None or lag is None or pbt.elastic:
-        return decision
-    if donor.iteration >= own_iteration - lag:
+    donor, lag = decision.donor, pbt.max_donor_lag
+    if donor is None or lag is None or not waits_for_donor(decision, own_iteration, pbt):
         return decision
     seen: List[Record] = [donor]
     changed: List[str] = []
