@@ -35,26 +35,19 @@ POLL_SECONDS = 5.0
 """Longest pause between two looks at the peers' heartbeats while waiting."""
 
 
-def is_training(status: Optional[PeerStatus]) -> bool:
-    """A fresh heartbeat that says running or waiting, with a frame count."""
-    return (
-        status is not None
-        and status.state == ALIVE
-        and status.beat is not None
-        and status.beat.state in TRAINING_STATES
-        and status.beat.frame is not None
-    )
+def training_frame(status: Optional[PeerStatus]) -> Optional[int]:
+    """The frame count of a peer still training (a fresh heartbeat that says running or waiting,
+    with a frame count); None for one that is not."""
+    if status is None or status.state != ALIVE or status.beat is None or status.beat.state not in TRAINING_STATES:
+        return None
+    return status.beat.frame
 
 
 def slowest_live_peer(statuses: Mapping[int, PeerStatus]) -> Optional[Tuple[int, int]]:
     """(policy_idx, frame) of the peer that trained the fewest frames among those still training
     (a fresh heartbeat that says running or waiting, with a frame count); None when there is none.
     Peers that finished, stopped, died or never started hold nobody back."""
-    live = [
-        (status.beat.frame, idx)
-        for idx, status in statuses.items()
-        if is_training(status) and status.beat is not None and status.beat.frame is not None
-    ]
+    live = [(frame, idx) for idx, status in statuses.items() if (frame := training_frame(status)) is not None]
     if not live:
         return None
     frame, idx = min(live)
@@ -84,7 +77,7 @@ def donor_lag_reason(
     """Why a member at ``own_iteration`` waits before taking ``donor`` (the donor's newest record
     seen): its checkpoint is more than ``max_lag`` iterations older and the donor is still training;
     None when the checkpoint is recent enough, the donor stopped, or ``max_lag`` is None."""
-    if max_lag is None or donor.iteration >= own_iteration - max_lag or not is_training(status):
+    if max_lag is None or donor.iteration >= own_iteration - max_lag or training_frame(status) is None:
         return None
     return (
         f"donor {donor.policy_idx}'s newest checkpoint is from its iteration {donor.iteration}, "
@@ -213,7 +206,7 @@ def fresh_donor(
 
     waited = wait_while(reason, f"donor {donor.policy_idx}", pbt, liveness, stop, sleep, clock)
     if seen[-1] is donor:
-        why = changed[0] if changed else "it published no newer checkpoint (stopped training)"
+        why = changed[0] if changed else "it published no newer checkpoint while this member waited"
         note = f"took donor {donor.policy_idx}'s checkpoint of its iteration {donor.iteration} after waiting {waited:.0f} s: {why}"
         return dataclasses.replace(decision, reason=f"{decision.reason}; {note}")
     note = (
