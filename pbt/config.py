@@ -122,6 +122,11 @@ class PbtConfig:
     (one per env, mean actions, in a second instance of its task) and ranks, publishes and reports
     their mean ``pbt.objective``. Known at once after a change, of the current weights only. 0: rank
     by the training episodes. Not for Isaac Gym / Isaac Lab tasks (one simulation per process)."""
+    eval_window: int = 1
+    """With ``pbt.eval_episodes``: the objective pools the episodes of the member's last this many
+    evaluations (its own since it took weights, and before that its donor's, which played the weights
+    it took), and the significance test sees them all. One evaluation shows one snapshot of weights
+    that swing between PPO updates; 1: the last evaluation only."""
     allow_reward_shaping_mutation: bool = False
     """Accept mutating the keys a task declares as reward shaping (``task.env.actionCost``...) while
     ranking by the shaped episode return (``episode_return``, or ``true_objective`` falling back to
@@ -186,6 +191,12 @@ class PbtConfig:
         require(bool(self.workspace), "workspace", self.workspace, "a non-empty directory name")
         require(bool(self.objective), "objective", self.objective, "a non-empty dotted key")
         require(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0 (0: rank by the training episodes)")
+        require(self.eval_window >= 1, "eval_window", self.eval_window, ">= 1 (evaluations pooled)")
+        if self.eval_window > 1 and self.eval_episodes == 0:
+            raise ConfigError(
+                f"pbt.eval_window={self.eval_window} pools evaluations, but pbt.eval_episodes=0 runs none. "
+                "Set pbt.eval_episodes (e.g. pbt.eval_episodes=16) or drop pbt.eval_window."
+            )
         get_strategy(self.selection)
         require_choice("restart_mode", self.restart_mode, RESTART_MODES, noun="modes")
         require_choice("on_write_error", self.on_write_error, WRITE_ERROR_POLICIES)

@@ -16,8 +16,9 @@ import logging
 import math
 import statistics
 import time
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError
 
@@ -165,49 +166,67 @@ def evaluation_task_config(task_cfg: Mapping[str, Any], episodes: int) -> Dict[s
 
 class EvaluatedObjective:
     """The objective of :class:`Evaluator` runs, in the interface the exploiter reads from
-    :class:`pbt.objective.MemberObjective`: known right after each evaluation, of the current weights only."""
+    :class:`pbt.objective.MemberObjective`: known right after each evaluation, of the current weights'
+    lineage only. It pools the episodes of the last ``window`` evaluations (``pbt.eval_window``): the
+    played score of PPO's weights swings between updates, and one evaluation's 16 episodes of one
+    snapshot made a 10% swing look significant. A copy starts from its donor's pooled episodes (they
+    played the weights it took), so it is never judged on fewer evaluations than the others."""
 
-    def __init__(self) -> None:
-        self.value: Optional[float] = None
-        self.recent: List[float] = []
+    def __init__(self, window_episodes: int = 0) -> None:
+        # 0: the last evaluation only, however many episodes it played
+        self.window_episodes = window_episodes
+        self.episodes: Deque[float] = deque(maxlen=window_episodes or None)
         self.mixed = False
         self.effect_pending: Optional[Tuple[int, int]] = None
 
+    @property
+    def value(self) -> Optional[float]:
+        return statistics.fmean(self.episodes) if self.episodes else None
+
+    @property
+    def recent(self) -> List[float]:
+        """The pooled per-episode objectives (the significance test's samples)."""
+        return list(self.episodes)
+
     def set(self, result: PlayResult) -> None:
-        self.value = result.objective
-        self.recent = result.per_episode
+        if not self.window_episodes:
+            self.episodes.clear()
+        self.episodes.extend(result.per_episode)
 
     def note_change(self) -> None:
         """New learning hyperparameters: the next evaluation shows them (the weights did not change)."""
 
-    def reset(self) -> None:
-        """New weights: the last evaluation was of the old ones."""
-        self.value = None
-        self.recent = []
+    def reset(self, carried: Sequence[float] = ()) -> None:
+        """New weights: the evaluations were of the old ones. ``carried``: the episodes the donor's
+        record published for the weights taken (a hostile record's list is cut to the window)."""
+        self.episodes.clear()
+        if self.window_episodes:
+            self.episodes.extend(list(carried)[-self.window_episodes :])
 
 
 class Evaluator:
     """Plays the live agent's policy for ``episodes`` episodes in its own task instance."""
 
-    def __init__(self, algo: Any, env: Any, episodes: int, objective_key: str) -> None:
+    def __init__(self, algo: Any, env: Any, episodes: int, objective_key: str, window: int = 1) -> None:
         self.algo = algo
         self.env = env
         self.episodes = episodes
         self.objective_key = objective_key
-        self.objective = EvaluatedObjective()
+        self.objective = EvaluatedObjective(episodes * window if window > 1 else 0)
 
     @classmethod
-    def build(cls, algo: Any, plain: Mapping[str, Any], episodes: int) -> "Evaluator":
+    def build(cls, algo: Any, plain: Mapping[str, Any], episodes: int, window: int = 1) -> "Evaluator":
         """An evaluator over a new instance of ``plain``'s task (the worker's plain config)."""
         from pbt.rl_games.vecenv import TaskVecEnv
         from pbt.tasks.registry import build_configured_task
 
         task = build_configured_task(plain, evaluation_task_config(plain["task"], episodes))
         key = str((plain.get("pbt") or {}).get("objective", "true_objective"))
-        return cls(algo, TaskVecEnv(task), episodes, key)
+        return cls(algo, TaskVecEnv(task), episodes, key, window)
 
     def evaluate(self) -> float:
-        """Play the current weights; the objective (mean over the episodes) is kept in ``self.objective``."""
+        """Play the current weights; the objective (mean over the episodes pooled with the window's
+        earlier evaluations) is kept in ``self.objective`` and returned."""
         import torch
 
         algo = self.algo
@@ -228,12 +247,16 @@ class Evaluator:
             if cuda_rng is not None:
                 torch.cuda.set_rng_state_all(cuda_rng)
         self.objective.set(result)
+        pooled = self.objective.value
         log.info(
-            "evaluation: %d episodes (%d steps), objective %.6g, mean return %.6g, in %.2f s",
+            "evaluation: %d episodes (%d steps), objective %.6g, mean return %.6g, in %.2f s%s",
             result.episodes,
             result.steps,
             result.objective,
             result.mean_return,
             time.perf_counter() - start,
+            f"; ranked by {pooled:.6g}, the mean of {len(self.objective.episodes)} pooled episodes"
+            if self.objective.window_episodes and pooled is not None
+            else "",
         )
-        return result.objective
+        return result.objective if pooled is None else pooled

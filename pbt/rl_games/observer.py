@@ -184,7 +184,7 @@ class WorkerObserver(AlgoObserver):
             live = getattr(getattr(algo.vec_env, "task", None), "live_setters", None)
             episodes = self.member.pbt.eval_episodes
             if episodes > 0:  # rank by a deterministic evaluation in a second task instance
-                self.evaluator = Evaluator.build(algo, self.cfg, episodes)
+                self.evaluator = Evaluator.build(algo, self.cfg, episodes, self.member.pbt.eval_window)
             ranked = self.score if self.evaluator is None else self.evaluator.objective
             self.exploiter = Exploiter(
                 self.member,

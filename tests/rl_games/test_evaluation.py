@@ -62,6 +62,44 @@ def test_an_evaluated_objective_forgets_old_weights_but_not_new_settings() -> No
     assert objective.value == pytest.approx(0.6) and objective.recent == [0.5, 0.7]
 
 
+def test_a_window_pools_the_last_evaluations_and_a_copy_starts_from_its_donors() -> None:
+    objective = EvaluatedObjective(window_episodes=4)  # pbt.eval_window=2 of 2 episodes each
+    objective.set(PlayResult(2, [1.0, 3.0], [], 10))
+    objective.set(PlayResult(2, [5.0, 7.0], [], 10))
+    assert objective.value == 4.0 and objective.recent == [1.0, 3.0, 5.0, 7.0]
+    objective.set(PlayResult(2, [9.0, 11.0], [], 10))  # the oldest evaluation drops out
+    assert objective.value == 8.0 and objective.recent == [5.0, 7.0, 9.0, 11.0]
+    objective.note_change()  # new learning hyperparameters, the same weights: the window stays
+    assert objective.value == 8.0
+    objective.reset(carried=[100.0] * 50 + [20.0, 22.0])  # a donor's (or a hostile record's) list
+    assert objective.recent == [100.0, 100.0, 20.0, 22.0]
+    objective.set(PlayResult(2, [30.0, 32.0], [], 10))
+    assert objective.recent == [20.0, 22.0, 30.0, 32.0] and objective.value == 26.0
+    objective.reset()  # weights without evaluations (a rollback): nothing known
+    assert objective.value is None and objective.recent == []
+
+
+def test_without_a_window_only_the_last_evaluation_counts_and_nothing_is_carried() -> None:
+    objective = EvaluatedObjective()
+    objective.set(PlayResult(2, [1.0, 3.0], [], 10))
+    objective.set(PlayResult(3, [5.0, 7.0, 9.0], [], 10))
+    assert objective.recent == [5.0, 7.0, 9.0]
+    objective.reset(carried=[1.0, 2.0])
+    assert objective.value is None
+
+
+@pytest.mark.parametrize(
+    ("pbt", "message"),
+    [
+        ({"eval_window": 0}, r"pbt\.eval_window=0 is out of range"),
+        ({"eval_window": 3}, r"pbt\.eval_window=3 pools evaluations, but pbt\.eval_episodes=0 runs none"),
+    ],
+)
+def test_a_bad_window_is_refused(pbt: Dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        PbtConfig.from_mapping({"enabled": True, **pbt})
+
+
 # -- real agents -----------------------------------------------------------------------------------
 
 torch = pytest.importorskip("torch")

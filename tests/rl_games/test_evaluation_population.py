@@ -58,6 +58,34 @@ def test_members_rank_publish_and_report_their_evaluation(tmp_path: Path) -> Non
     assert after.objective is not None and after.objective > before.objective + 200, (before, after)
 
 
+POOLED_RE = re.compile(rf"evaluation: {EPISODES} episodes .*; ranked by (\S+), the mean of (\d+) pooled episodes")
+
+
+def test_a_window_pools_evaluations_and_a_copy_carries_its_donors(tmp_path: Path) -> None:
+    """``pbt.eval_window=2``: each member ranks by the mean of its last two evaluations' episodes, and
+    the crippled member, once it takes the healthy one's weights, pools the donor's evaluation of them
+    with its own at once (without the carry its first evaluation after the change would stand alone)."""
+    ws, runs = tmp_path / "ws", tmp_path / "runs"
+    logs = [open(tmp_path / f"member{idx}.log", "w+") for idx in range(2)]
+    procs = [subprocess.Popen(member(idx, ws, runs) + ["pbt.eval_window=2"], cwd=str(REPO), env=worker_env(),
+                              stdout=log, stderr=subprocess.STDOUT) for idx, log in enumerate(logs)]
+    codes = [proc.wait(timeout=600) for proc in procs]
+    outputs = [(tmp_path / f"member{idx}.log").read_text() for idx in range(2)]
+    assert codes == [0, 0], [out[-3000:] for out in outputs]
+    reader = WorkspaceReader(ws, 2)
+    for idx, output in enumerate(outputs):
+        pooled = [(float(v), int(n)) for v, n in POOLED_RE.findall(output)]
+        entries = [e for e in reader.read_lineage(idx) if e.frame > 0]
+        assert len(entries) >= 6 and pooled[0][1] == EPISODES, (pooled, output[-3000:])
+        assert [n for _, n in pooled[1:]] == [2 * EPISODES] * (len(pooled) - 1), pooled  # the carry included
+        assert [e.objective for e in entries] == pytest.approx([v for v, _ in pooled[: len(entries)]], rel=1e-5)
+    crippled = [e for e in reader.read_lineage(1) if e.frame > 0]
+    taken = [i for i, e in enumerate(crippled) if e.action == "replace"]
+    assert taken and taken[0] + 1 < len(crippled), [(e.frame, e.action, e.objective) for e in crippled]
+    before, after = crippled[taken[0]], crippled[taken[0] + 1]
+    assert after.objective is not None and after.objective > before.objective + 200, (before, after)
+
+
 def test_an_isaac_gym_member_is_refused_before_the_simulator_loads(tmp_path: Path) -> None:
     """Isaac Gym is not installed here: the refusal comes before anything tries to import it."""
     proc = run_train(["task=isaacgym/Ant", "pbt=pbt_default", "pbt.eval_episodes=4", "sim_device=cpu",
