@@ -169,18 +169,21 @@ class EvaluatedObjective:
     :class:`pbt.objective.MemberObjective`: known right after each evaluation, of the current weights'
     lineage only. It pools the episodes of the last ``window`` evaluations (``pbt.eval_window``): the
     played score of PPO's weights swings between updates, and one evaluation's 16 episodes of one
-    snapshot made a 10% swing look significant. A copy starts from its donor's pooled episodes (they
+    snapshot made a 20% swing look significant. A copy starts from its donor's pooled episodes (they
     played the weights it took), so it is never judged on fewer evaluations than the others."""
 
     def __init__(self, window_episodes: int = 0) -> None:
         # 0: the last evaluation only, however many episodes it played
         self.window_episodes = window_episodes
         self.episodes: Deque[float] = deque(maxlen=window_episodes or None)
+        self.last: Optional[float] = None  # the last evaluation's objective (without a window)
         self.mixed = False
         self.effect_pending: Optional[Tuple[int, int]] = None
 
     @property
     def value(self) -> Optional[float]:
+        if not self.window_episodes:
+            return self.last
         return statistics.fmean(self.episodes) if self.episodes else None
 
     @property
@@ -191,6 +194,7 @@ class EvaluatedObjective:
     def set(self, result: PlayResult) -> None:
         if not self.window_episodes:
             self.episodes.clear()
+        self.last = result.objective
         self.episodes.extend(result.per_episode)
 
     def note_change(self) -> None:
@@ -200,6 +204,7 @@ class EvaluatedObjective:
         """New weights: the evaluations were of the old ones. ``carried``: the episodes the donor's
         record published for the weights taken (a hostile record's list is cut to the window)."""
         self.episodes.clear()
+        self.last = None
         if self.window_episodes:
             self.episodes.extend(list(carried)[-self.window_episodes :])
 

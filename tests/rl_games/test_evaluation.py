@@ -84,6 +84,8 @@ def test_without_a_window_only_the_last_evaluation_counts_and_nothing_is_carried
     objective.set(PlayResult(2, [1.0, 3.0], [], 10))
     objective.set(PlayResult(3, [5.0, 7.0, 9.0], [], 10))
     assert objective.recent == [5.0, 7.0, 9.0]
+    objective.set(PlayResult(2, [1.0, 3.0], [0.5], 10))  # the task's key from one episode only
+    assert objective.value == 0.5 and objective.recent == [1.0, 3.0]  # as PlayResult has them
     objective.reset(carried=[1.0, 2.0])
     assert objective.value is None
 
