@@ -183,8 +183,9 @@ def fresh_donor(
     """``decision`` with its donor's newest record that :func:`continues` the one it was decided on,
     waiting (:func:`wait_while`) while that donor is more than ``pbt.max_donor_lag`` iterations behind
     ``own_iteration`` and still training. ``newest(idx)`` reads a member's newest record up to
-    ``own_iteration``. A donor that changed since (replaced, mutated) or cannot be read ends the wait,
-    and the decision keeps the record it saw."""
+    ``own_iteration``. A donor that changed since (replaced, mutated), cannot be read, or trained past
+    ``own_iteration`` without publishing it ends the wait, and the decision keeps the newest record
+    it saw that continues the ranked one."""
     donor, lag = decision.donor, pbt.max_donor_lag
     if donor is None or lag is None or not waits_for_donor(decision, own_iteration, pbt):
         return decision
@@ -192,6 +193,9 @@ def fresh_donor(
     changed: List[str] = []
 
     def reason() -> Optional[str]:
+        # Liveness first: a donor seen past this member's next iteration had published (or failed to
+        # publish) its record of this one before the listing below.
+        status = check().get(donor.policy_idx)
         try:
             record = newest(donor.policy_idx)
         except WorkspaceError as exc:
@@ -202,7 +206,15 @@ def fresh_donor(
                 changed.append(f"it changed at its iteration {record.iteration} (new weights or hyperparameters)")
                 return None
             seen.append(record)
-        return donor_lag_reason(own_iteration, seen[-1], check().get(donor.policy_idx), lag)
+        why = donor_lag_reason(own_iteration, seen[-1], status, lag)
+        frame = training_frame(status)
+        if why is not None and frame is not None and frame >= (own_iteration + 1) * pbt.interval_steps:
+            # e.g. its writes failed during a storage outage: the records it skipped never come
+            changed.append(
+                f"it trained past this member's iteration {own_iteration} (frame {frame}) without publishing it"
+            )
+            return None
+        return why
 
     waited = wait_while(reason, f"donor {donor.policy_idx}", pbt, liveness, stop, sleep, clock)
     if seen[-1] is donor:
@@ -211,6 +223,6 @@ def fresh_donor(
         return dataclasses.replace(decision, reason=f"{decision.reason}; {note}")
     note = (
         f"took donor {donor.policy_idx}'s checkpoint of its iteration {seen[-1].iteration} (ranked at its "
-        f"iteration {donor.iteration}) after waiting {waited:.0f} s"
+        f"iteration {donor.iteration}) after waiting {waited:.0f} s{': ' + changed[0] if changed else ''}"
     )
     return dataclasses.replace(decision, donor=seen[-1], reason=f"{decision.reason}; {note}")

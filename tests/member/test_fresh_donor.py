@@ -28,8 +28,8 @@ def record(iteration: int, since: Optional[int] = None, params: Optional[Dict[st
                   frames_since_replace=frame if since is None else since)
 
 
-def peer(state: str = RUNNING, judged: str = ALIVE) -> PeerStatus:
-    return PeerStatus(judged, 1.0, Beat(pid=1, host="h", token="t", time=0.0, frame=1, state=state))
+def peer(state: str = RUNNING, judged: str = ALIVE, frame: int = 1) -> PeerStatus:
+    return PeerStatus(judged, 1.0, Beat(pid=1, host="h", token="t", time=0.0, frame=frame, state=state))
 
 
 def replace(donor: Record) -> Decision:
@@ -37,10 +37,12 @@ def replace(donor: Record) -> Decision:
 
 
 class Donor:
-    """The donor's newest record at each look (the last one repeats), and its liveness."""
+    """The donor's newest record at each look (the last one repeats), and its liveness (one status, or
+    one per look, the last one repeating)."""
 
-    def __init__(self, records: List[Optional[Record]], status: PeerStatus) -> None:
-        self.records, self.status, self.looks = records, status, 0
+    def __init__(self, records: List[Optional[Record]], status: "PeerStatus | List[PeerStatus]") -> None:
+        self.records, self.looks = records, 0
+        self.statuses = status if isinstance(status, list) else [status]
 
     def newest(self, idx: int) -> Optional[Record]:
         assert idx == 1
@@ -48,7 +50,7 @@ class Donor:
         return self.records[min(self.looks, len(self.records)) - 1]
 
     def check(self) -> Dict[int, PeerStatus]:
-        return {1: self.status}
+        return {1: self.statuses[min(self.looks, len(self.statuses) - 1)]}
 
 
 def run(decision: Decision, donor: Donor, own_iteration: int = 5, **cfg: object) -> Decision:
@@ -108,6 +110,21 @@ def test_a_donor_no_longer_training_is_not_waited_for(status: PeerStatus) -> Non
     out = run(replace(record(3)), donor)
     assert out.donor == record(3) and donor.looks == 1
     assert "published no newer checkpoint" in out.reason
+
+
+def test_a_donor_that_trained_past_the_members_iteration_without_publishing_it_ends_the_wait() -> None:
+    # a storage outage: the donor's records 4-5 failed, it trains on at frame 6000+ and will publish
+    # 6, which the member at iteration 5 never reads; waiting on would stall it until the donor ends
+    statuses = [peer(frame=4500), peer(frame=5900), peer(frame=6000)]
+    donor = Donor([record(3)], statuses)
+    out = run(replace(record(3)), donor)
+    assert out.donor == record(3) and donor.looks == 3
+    assert "trained past this member's iteration 5 (frame 6000) without publishing it" in out.reason
+    # a newer record that continues the ranked one is still taken
+    donor = Donor([record(3), record(4)], [peer(frame=4500), peer(frame=6100)])
+    out = run(replace(record(3)), donor)
+    assert out.donor == record(4) and "its iteration 4 (ranked at its iteration 3)" in out.reason
+    assert "without publishing it" in out.reason
 
 
 def test_an_unreadable_donor_ends_the_wait() -> None:
