@@ -110,8 +110,9 @@ class PbtConfig:
     intervals behind the member's own iteration (a slower donor) waits, heartbeating ("waiting for
     peers" in status; its log names the donor), until the donor publishes a newer one that
     continues the same weights, and takes that: weights from an older checkpoint would lose the
-    frames between for good. It stops waiting when the donor stops training. null: take the
-    checkpoint the decision saw at once. Not applied in an elastic population (``num_policies=auto``)."""
+    frames between for good. It stops waiting when the donor stops training or trains past the
+    member's iteration without publishing it (its writes failed). null: take the checkpoint the
+    decision saw at once. Not applied in an elastic population (``num_policies=auto``)."""
     objective: str = "true_objective"
     """What to maximise: a trainer statistic (``episode_return``, ``episode_length``:
     :data:`pbt.objective.TRAINER_STATISTICS`) or a dotted key into the env infos (``episode.<key>``
