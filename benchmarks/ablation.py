@@ -341,8 +341,9 @@ def scored(scores: List[float], replaced: Dict[int, int]) -> Dict[str, Any]:
 
 def reused_no_pbt(result: Dict[str, Any], members: int) -> Dict[str, Any]:
     """The no-PBT arm of the first ``members`` members, cut from a larger population's: no-PBT
-    members are independent and bit-reproducible from their sample and seed, so training them
-    again would give the same policies."""
+    members are independent and bit-reproducible from their sample and seed on a machine with the
+    same numerics (:func:`numerics_differ` checks), so training them again would give the same
+    policies."""
     out = {**scored(result["scores"][:members], {}), "seconds": result["seconds"], "reused": True}
     for key in ("training_scores", "scored_by"):
         if key in result:
@@ -356,6 +357,28 @@ def reused_no_pbt(result: Dict[str, Any], members: int) -> Dict[str, Any]:
             "mean": [statistics.fmean([x for x in r if math.isfinite(x)] or [math.nan]) for r in rows],
         }
     return out
+
+
+def numerics_differ(earlier: Dict[str, Any], random_score: Optional[float]) -> Optional[str]:
+    """Why an earlier result's no-PBT arm cannot stand for this machine's; None when it can, or when
+    either side played no untrained policy (nothing to compare).
+
+    Same samples and seeds give the same runs only where floating point gives the same bits: on
+    another CPU (another torch kernel) the untrained policy already plays a different last digit,
+    and training, which is chaotic, ends elsewhere (HalfCheetah's best independent run of a seed set
+    at 3,033 on one VM was not that run on another). The untrained policy's played score, exact to
+    the bit, is the check."""
+    there = earlier.get("random_score")
+    if random_score is None or there is None:
+        return None
+    if float(there) == float(random_score):
+        return None
+    return (
+        f"its untrained policy played {float(there)!r} on {earlier.get('machine', 'its machine')} and "
+        f"{float(random_score)!r} here ({platform.platform()}): this machine computes other bits from "
+        "the same seeds, so its runs are not those runs. Train the no-PBT arm here (drop --no_pbt_from, "
+        "or give it a result made on this machine)"
+    )
 
 
 def keep_evidence(root: Path, arm: str, members: int, dest: Path) -> None:
@@ -501,7 +524,9 @@ def main() -> None:
         default=None,
         help="take the no-PBT arm of each seed set from this earlier result of a larger population "
         "(same task, frames, envs, search space, scoring; its first --members members must have "
-        "the same samples and seeds): independent runs need not be trained twice",
+        "the same samples and seeds) made on a machine with the same numerics (its untrained policy "
+        "must play the same bits here, or the run stops before training): independent runs need not "
+        "be trained twice",
     )
     parser.add_argument(
         "--keep_dir",
@@ -554,6 +579,8 @@ def main() -> None:
             meta["random_score"] = play_batch(
                 [Path("random")], args.task, args.play_episodes, Path(tmp) / "random.log", args.train_args
             )["random"]
+    if earlier is not None and (why := numerics_differ(earlier, meta.get("random_score"))) is not None:
+        raise SystemExit(f"--no_pbt_from: {args.no_pbt_from} was made with other numerics: {why}")
     for s in range(args.seed_sets):
         samples, seeds = seed_set(s, args.members, sampler, args.reseed)
         entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}

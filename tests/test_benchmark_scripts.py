@@ -216,3 +216,33 @@ def running(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_numerics_differ_refuses_another_machines_no_pbt_arm_by_its_untrained_policys_bits() -> None:
+    code = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); from ablation import numerics_differ; "
+        "there = {'random_score': -0.1172271769028157, 'machine': 'vm-a'}; "
+        "print(json.dumps([numerics_differ(there, -0.1172271769028157), numerics_differ(there, -0.11722714605275542), "
+        "numerics_differ({}, -0.1), numerics_differ(there, None)]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    same, other, unplayed, not_played_here = json.loads(done.stdout)
+    assert same is None and unplayed is None and not_played_here is None
+    assert "played -0.1172271769028157 on vm-a and -0.11722714605275542 here" in other
+    assert "Train the no-PBT arm here" in other
+
+
+@pytest.mark.training
+def test_ablation_refuses_a_no_pbt_arm_played_with_other_numerics_before_training(tmp_path) -> None:
+    args = {"task": "Pendulum", "frames": 4096, "num_envs": 16, "search_space": None, "train_args": [],
+            "play_episodes": 1, "curve": False, "members": 1}
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"args": args, "machine": "another VM", "random_score": 12345.0, "sets": []}))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ablation.py"), "--task", "Pendulum", "--members",
+                           "1", "--seed_sets", "1", "--frames", "4096", "--num_envs", "16", "--play_episodes", "1",
+                           "--strategies", "threshold", "--no_pbt_from", str(earlier), "--out", str(tmp_path / "out.json")],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert "was made with other numerics: its untrained policy played 12345.0 on another VM" in done.stderr, done.stderr[-3000:]
+    assert not (tmp_path / "out.json").exists()  # refused before any arm trained
