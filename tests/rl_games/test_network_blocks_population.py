@@ -43,13 +43,15 @@ def lineage(ws: Path, idx: int) -> List[Dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def population(tmp_path: Path, task: str, scheme: str, *extra: str) -> Tuple[Path, List[str]]:
+def population(tmp_path: Path, task: str, scheme: str, *extra: str,
+               exec_members: Sequence[int] = (1,)) -> Tuple[Path, List[str]]:
+    """Two members; those in ``exec_members`` restart by exec (``pbt.restart_mode=exec``)."""
     ws, runs = tmp_path / "ws", tmp_path / "runs"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     common = (f"pbt/mutation={scheme}", *ARCHITECTURE_ONLY, *extra)
-    # 120 s: member 1's exec restarts must not make it look dead to member 0 (which then keeps)
-    cmds = [worker_cmd(0, 2, ws, runs, *common, max_frames=50_000, interval=4096, task=task, heartbeat_timeout=120),
-            worker_cmd(1, 2, ws, runs, *common, "pbt.restart_mode=exec", max_frames=50_000, interval=4096, task=task,
-                       heartbeat_timeout=120)]
+    # 120 s: exec restarts must not make a member look dead to its peer (which then keeps)
+    cmds = [worker_cmd(i, 2, ws, runs, *common, *(["pbt.restart_mode=exec"] if i in exec_members else []),
+                       max_frames=50_000, interval=4096, task=task, heartbeat_timeout=120) for i in (0, 1)]
     logs = finish([Worker(cmd, tmp_path / f"w{i}.log", tmp_path) for i, cmd in enumerate(cmds)], 400)
     return ws, logs
 
@@ -95,14 +97,22 @@ def test_an_lstm_population_evolves_its_rnn_in_both_restart_modes_and_plays(tmp_
 
 @pytest.mark.training
 def test_an_image_population_evolves_its_cnn_and_its_best_member_plays_and_replays(tmp_path: Path) -> None:
-    ws, logs = population(tmp_path, "PendulumImage", "agilerl", "pbt.network_mutation.filter_changes=[4]",
-                          "pbt.network_mutation.max_layers=1", "pbt.network_mutation.min_units=64",
-                          "pbt.network_mutation.max_units=64")  # the MLP held: every other change is the CNN's
-    cnn_changes = [(i, e["mode"], tuple(e["network"]["cnn_filters"]))
+    # One population per restart mode, both members in it: the member that changes is whichever
+    # ranks worse, and once it changes every interval its objective stays mixed (32 steps per env
+    # per interval, 50-step episodes), so its peer may never change. One population with a member
+    # of each mode changed only the in-place one when the exec one reached each iteration first.
+    cnn_changes = []
+    for mode, exec_members in (("inplace", ()), ("exec", (0, 1))):
+        ws, logs = population(tmp_path / mode, "PendulumImage", "agilerl", "pbt.network_mutation.filter_changes=[4]",
+                              "pbt.network_mutation.max_layers=1", "pbt.network_mutation.min_units=64",
+                              "pbt.network_mutation.max_units=64",  # the MLP held: every other change is the CNN's
+                              exec_members=exec_members)
+        changes = [(i, e["mode"], tuple(e["network"]["cnn_filters"]))
                    for i in (0, 1) for e in lineage(ws, i) if e["action"] != "keep" and "network cnn" in e["reason"]]
-    assert {mode for _, mode, _ in cnn_changes} == {"inplace", "exec"}, cnn_changes
+        assert changes and {m for _, m, _ in changes} == {mode}, changes
+        check_records(ws)
+        cnn_changes += changes
     assert {filters for _, _, filters in cnn_changes} - {(8, 8)}, cnn_changes
-    check_records(ws)
     best = analyze(ws, tmp_path / "out").best
     assert best is not None
     spec = NetworkSpec.from_dict(best.record.network)

@@ -63,7 +63,11 @@ def test_population_trains_exploits_survives_a_kill_and_is_analyzed_on_s3(own_se
     extra = ["pbt.ready_after=0"]
     crippled = ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7"]
     cmds = [s3_cmd(i, n, url, runs, *extra, *(crippled if i == CRIPPLED else []), max_frames=frames) for i in range(n)]
-    workers = [Worker(cmd, tmp_path / f"w{i}.log", tmp_path) for i, cmd in enumerate(cmds)]
+    # Member 0 is killed while it trains: its first run has no budget to finish before the kill on a
+    # loaded machine (it once did, released its lock, and the restart had nothing to take over); the
+    # restart trains to the population's budget from the record it resumes.
+    first = [s3_cmd(0, n, url, runs, *extra, max_frames=100_000_000)] + cmds[1:]
+    workers = [Worker(cmd, tmp_path / f"w{i}.log", tmp_path) for i, cmd in enumerate(first)]
     try:
         before = wait_for("member 0's third record", lambda: (newest(url, 0) or (0, 0))[0] >= 3 and newest(url, 0),
                           240, workers=workers)
