@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import pytest
 
@@ -56,6 +56,26 @@ def population(tmp_path: Path, task: str, scheme: str, *extra: str,
     return ws, logs
 
 
+def in_each_mode(tmp_path: Path, task: str, scheme: str, block: str, shape: Callable[[Dict[str, Any]], Any],
+                 *extra: str) -> Tuple[Path, List[Tuple[int, str, Any]]]:
+    """One population per restart mode, both members in it; each changes its ``block`` ("cnn",
+    "rnn") in that mode. Returns the exec population's workspace and every change: (member, mode,
+    ``shape`` of the network after). With one member of each mode in one population, the member
+    that changes is whichever ranks worse, and once it changes every interval its objective stays
+    mixed (32 steps per env per interval, 50-step episodes), so its peer may never change: the exec
+    member once reached iteration 3 first, saw its peer unscored, kept, and never changed."""
+    changes: List[Tuple[int, str, Any]] = []
+    ws = tmp_path
+    for mode, exec_members in (("inplace", ()), ("exec", (0, 1))):
+        ws, _ = population(tmp_path / mode, task, scheme, *extra, exec_members=exec_members)
+        made = [(i, e["mode"], shape(e["network"]))
+                for i in (0, 1) for e in lineage(ws, i) if e["action"] != "keep" and f"network {block}" in e["reason"]]
+        assert made and {m for _, m, _ in made} == {mode}, made
+        check_records(ws)
+        changes += made
+    return ws, changes
+
+
 def check_records(ws: Path) -> None:
     """Each member's newest record names the network its checkpoint holds (exec: built by the
     restarted process from the overrides)."""
@@ -77,16 +97,14 @@ def run_tool(args: Sequence[str], cwd: Path) -> str:
 @pytest.mark.training
 def test_an_lstm_population_evolves_its_rnn_in_both_restart_modes_and_plays(tmp_path: Path) -> None:
     # the MLP's limits hold it ([64, 64]): every other architecture change is the RNN's
-    ws, logs = population(tmp_path, "Pendulum", "agilerl_trpo", *RECURRENT, "pbt.network_mutation.new_layer=0.5",
-                          "pbt.network_mutation.min_layers=2", "pbt.network_mutation.max_layers=2",
-                          "pbt.network_mutation.min_units=64", "pbt.network_mutation.max_units=64",
-                          "pbt.network_mutation.unit_changes=[8]", "pbt.network_mutation.max_rnn_units=32")
-    rnn_changes = [(i, e["mode"], (e["network"]["rnn_units"], e["network"]["rnn_layers"]))
-                   for i in (0, 1) for e in lineage(ws, i) if e["action"] != "keep" and "network rnn" in e["reason"]]
-    assert {mode for _, mode, _ in rnn_changes} == {"inplace", "exec"}, rnn_changes
+    ws, rnn_changes = in_each_mode(tmp_path, "Pendulum", "agilerl_trpo", "rnn",
+                                   lambda network: (network["rnn_units"], network["rnn_layers"]), *RECURRENT,
+                                   "pbt.network_mutation.new_layer=0.5", "pbt.network_mutation.min_layers=2",
+                                   "pbt.network_mutation.max_layers=2", "pbt.network_mutation.min_units=64",
+                                   "pbt.network_mutation.max_units=64", "pbt.network_mutation.unit_changes=[8]",
+                                   "pbt.network_mutation.max_rnn_units=32")
     assert {shape for _, _, shape in rnn_changes} - {(16, 1)}, rnn_changes
-    assert "network: network rnn" in logs[0]
-    check_records(ws)
+    assert any("network: network rnn" in log.read_text() for log in tmp_path.glob("*/w*.log"))
     idx = rnn_changes[-1][0]
     record = Workspace(ws, idx, 2).latest_record(idx)
     checkpoint = ws / f"{idx:03d}" / f"{record.iteration:06d}.pth"
@@ -97,23 +115,13 @@ def test_an_lstm_population_evolves_its_rnn_in_both_restart_modes_and_plays(tmp_
 
 @pytest.mark.training
 def test_an_image_population_evolves_its_cnn_and_its_best_member_plays_and_replays(tmp_path: Path) -> None:
-    # One population per restart mode, both members in it: the member that changes is whichever
-    # ranks worse, and once it changes every interval its objective stays mixed (32 steps per env
-    # per interval, 50-step episodes), so its peer may never change. One population with a member
-    # of each mode changed only the in-place one when the exec one reached each iteration first.
-    cnn_changes = []
-    for mode, exec_members in (("inplace", ()), ("exec", (0, 1))):
-        ws, logs = population(tmp_path / mode, "PendulumImage", "agilerl", "pbt.network_mutation.filter_changes=[4]",
-                              "pbt.network_mutation.max_layers=1", "pbt.network_mutation.min_units=64",
-                              "pbt.network_mutation.max_units=64",  # the MLP held: every other change is the CNN's
-                              exec_members=exec_members)
-        changes = [(i, e["mode"], tuple(e["network"]["cnn_filters"]))
-                   for i in (0, 1) for e in lineage(ws, i) if e["action"] != "keep" and "network cnn" in e["reason"]]
-        assert changes and {m for _, m, _ in changes} == {mode}, changes
-        check_records(ws)
-        cnn_changes += changes
+    _, cnn_changes = in_each_mode(tmp_path, "PendulumImage", "agilerl", "cnn",
+                                  lambda network: tuple(network["cnn_filters"]),
+                                  "pbt.network_mutation.filter_changes=[4]", "pbt.network_mutation.max_layers=1",
+                                  "pbt.network_mutation.min_units=64",
+                                  "pbt.network_mutation.max_units=64")  # the MLP held: every other change is the CNN's
     assert {filters for _, _, filters in cnn_changes} - {(8, 8)}, cnn_changes
-    best = analyze(ws, tmp_path / "out").best
+    best = analyze(tmp_path / "exec" / "ws", tmp_path / "out").best
     assert best is not None
     spec = NetworkSpec.from_dict(best.record.network)
     output = run_tool(["pbt.play", f"checkpoint={best.directory / 'checkpoint.pth'}", "task=PendulumImage",
