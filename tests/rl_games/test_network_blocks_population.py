@@ -1,7 +1,7 @@
 """RNN and CNN network evolution (pbt/mutation=agilerl, agilerl_trpo) with real worker processes:
 
 - the partially observed Pendulum (observation [cos, sin]) with an LSTM before the MLP, on TRPO:
-  members change their RNN's units and layers, in place and by exec restart;
+  members change their RNN's units and layers, in place and by exec restart (one population per mode);
 - PendulumImage (a 6x6x2 image) with a CNN, on PPO: members change their conv filters.
 
 Every record's network is the one its checkpoint holds (read from the tensor shapes), pbt.play of
