@@ -126,8 +126,9 @@ class PbtConfig:
     eval_window: int = 1
     """With ``pbt.eval_episodes``: the objective pools the episodes of the member's last this many
     evaluations (its own since it took weights, and before that its donor's, which played the weights
-    it took), and the significance test sees them all. One evaluation shows one snapshot of weights
-    that swing between PPO updates; 1: the last evaluation only."""
+    it took; across an exec restart, a resume and a join too), and the significance test sees them
+    all. One evaluation shows one snapshot of weights that swing between PPO updates; 1: the last
+    evaluation only."""
     allow_reward_shaping_mutation: bool = False
     """Accept mutating the keys a task declares as reward shaping (``task.env.actionCost``...) while
     ranking by the shaped episode return (``episode_return``, or ``true_objective`` falling back to

@@ -30,6 +30,31 @@ MAX_STEPS = 100_000
 #: Task kinds whose simulator runs once per process (no second instance for the evaluation), by name.
 NO_SECOND_INSTANCE = {"isaacgym": "Isaac Gym", "isaaclab": "Isaac Lab"}
 
+#: The checkpoint key under which an exec restart's exported copy carries the evaluation episodes
+#: that played its weights (the restarted process starts its ``pbt.eval_window`` from them).
+CARRIED_EPISODES_KEY = "pbt_evaluation_episodes"
+#: At most this many carried episodes are read back (a window never holds more than a few hundred).
+MAX_CARRIED_EPISODES = 100_000
+
+
+def write_carried(state: Dict[str, Any], episodes: Sequence[float]) -> None:
+    """Put ``episodes`` into an exported checkpoint ``state`` (none: drop any the source held)."""
+    state.pop(CARRIED_EPISODES_KEY, None)
+    if episodes:
+        state[CARRIED_EPISODES_KEY] = [float(x) for x in episodes]
+
+
+def read_carried(state: Mapping[str, Any]) -> List[float]:
+    """The carried episodes of a checkpoint ``state``; empty when it has none or they are not a
+    list of finite numbers (the file was written by this member, but a checkpoint is still data)."""
+    value = state.get(CARRIED_EPISODES_KEY)
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_CARRIED_EPISODES:
+        return []
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in value):
+        log.warning("the restart checkpoint's carried evaluation episodes are not finite numbers; ignored")
+        return []
+    return [float(x) for x in value]
+
 
 @dataclass
 class PlayResult:

@@ -24,7 +24,7 @@ from pbt.member import PbtMember
 from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
 from pbt.pacing import wait_for_peers
 from pbt.rl_games.agent import AgentAdapter
-from pbt.rl_games.evaluation import Evaluator
+from pbt.rl_games.evaluation import Evaluator, read_carried
 from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
 from pbt.rl_games.registry import adapter_class, algo_name, make_adapter
 from pbt.rl_games.tensorboard import PbtScalars, start_wandb
@@ -162,13 +162,15 @@ class WorkerObserver(AlgoObserver):
         self.agent = agent = make_adapter(algo, algo_name(self.cfg))
         self.score = MemberObjective(self.objective_key, EPISODE_RETURN_KEY, int(algo.num_actors))
         checkpoint = str(self.cfg.get("checkpoint") or "")
+        carried: List[float] = []  # the evaluation episodes that played the weights restored
         if checkpoint:
-            self.restore_checkpoint(agent, checkpoint)
+            carried = self.restore_checkpoint(agent, checkpoint)
         elif self.member is not None and self.member.resume_record is not None:
             record = self.member.resume_record
             self.restore(
                 agent, self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}"
             )
+            carried = list(record.episode_returns)  # published with the weights it resumes
         self.start_frame = int(algo.frame)
         if self.member is not None and self.member.network is not None:
             from pbt.rl_games.surgery import parameter_count
@@ -185,6 +187,8 @@ class WorkerObserver(AlgoObserver):
             episodes = self.member.pbt.eval_episodes
             if episodes > 0:  # rank by a deterministic evaluation in a second task instance
                 self.evaluator = Evaluator.build(algo, self.cfg, episodes, self.member.pbt.eval_window)
+                # A restarted, resumed or joining member's window starts from them, as an in-place copy's.
+                self.evaluator.objective.reset(carried=carried)
             ranked = self.score if self.evaluator is None else self.evaluator.objective
             self.exploiter = Exploiter(
                 self.member,
@@ -195,16 +199,21 @@ class WorkerObserver(AlgoObserver):
                 stop=lambda: self.stop_signal is not None,
             )
 
-    def restore_checkpoint(self, agent: AgentAdapter, checkpoint: str) -> None:
+    def restore_checkpoint(self, agent: AgentAdapter, checkpoint: str) -> List[float]:
         """Restore ``checkpoint=`` (ConfigError when it does not fit); a joiner whose donor's
-        checkpoint does not fit trains fresh instead, the donor refused, rather than die at every start."""
+        checkpoint does not fit trains fresh instead, the donor refused, rather than die at every start.
+        Returns the evaluation episodes that played the restored weights: those an exec restart's
+        copy carries, or a joiner's donor's published ones (none when the joiner trains another task)."""
         state = load_state_file(checkpoint)
         member = self.member
         donor = None if member is None else member.joined_from
         problem = agent.state_problem(state, counts=True) if donor is not None else None
         if member is None or donor is None or problem is None:  # only a joiner's checkpoint is checked
             self.restore(agent, state, checkpoint)
-            return
+            if member is None or donor is None:
+                return read_carried(state)
+            same_task = all(member.params.get(k) == v for k, v in donor.params.items() if k.startswith("task."))
+            return list(donor.episode_returns) if same_task else []
         log.warning(
             "member %d's checkpoint %s does not fit this agent (%s); this joiner starts fresh from frame 0",
             donor.policy_idx,
@@ -212,6 +221,7 @@ class WorkerObserver(AlgoObserver):
             problem,
         )
         member.refuse_donor(donor.policy_idx, f"its checkpoint does not fit this agent ({problem})", donor.checksum)
+        return []
 
     def restore(self, agent: AgentAdapter, state: Dict[str, Any], source: str) -> None:
         """Load weights, optimizer, normalizers and frame count; then the configured hyperparameters."""

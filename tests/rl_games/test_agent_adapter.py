@@ -245,6 +245,50 @@ def test_a_restart_carries_the_rate_in_the_checkpoint_it_restores(
     assert restored(replace) == pytest.approx(1.6e-4)  # the donor's 2e-4 x (4e-4 / 5e-4)
 
 
+def test_a_restart_carries_the_evaluations_of_the_weights_it_restores(
+    built: Dict[str, SimpleNamespace], tmp_path: Any
+) -> None:
+    """With ``pbt.eval_window``, the checkpoint copy an exec restart loads carries the evaluation
+    episodes that played its weights (a mutation: the member's own window; a replace: the donor's
+    published ones), as an in-place change carries them; none when the restart trains another task
+    or the member ranks by its training episodes. The copy still restores, and a junk list reads as none."""
+    from pbt.rl_games.evaluation import CARRIED_EPISODES_KEY, EvaluatedObjective, PlayResult, read_carried
+    from pbt.rl_games.exploit import Exploiter
+    from pbt.storage import Workspace
+
+    algo = built["a2c_continuous"].algo
+    agent = make_adapter(algo, "a2c_continuous")
+    lr, reward = CONFIG + "learning_rate", "task.env.rewardScale"
+    workspace = Workspace(tmp_path / "ws", 0, 2)
+    member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="exec", policy_idx=0), last_iteration=3,
+                             params={lr: 1e-3, reward: 1.0}, network=None, workspace=workspace,
+                             run_dir=tmp_path / "run", argv=["train.py", "task=Pendulum"], cfg={"experiment": "x"})
+    window = EvaluatedObjective(window_episodes=4)
+    window.set(PlayResult(2, [1.0, 2.0], [], 10))
+    window.set(PlayResult(2, [3.0, 4.0], [], 10))
+    stale = dict(agent.full_state(), **{CARRIED_EPISODES_KEY: [-1.0]})  # a copy's key never passes through
+    workspace.save(3, 1000, 2.5, dict(member.params), stale, episode_returns=window.recent)
+    donor = Workspace(tmp_path / "ws", 1, 2).save(5, 2000, 9.0, {lr: 5e-4, reward: 1.0}, agent.full_state(),
+                                                  episode_returns=[8.0, 9.0, 10.0])
+
+    def carried(score: Any, action: str, after: Dict[str, Any]) -> List[float]:
+        decision = SimpleNamespace(action=action, donor=donor if action == "replace" else None, reason="r",
+                                   params_before=dict(member.params), params_after=after, network=None)
+        outcome = Exploiter(member, agent, score).plan_exec(decision, frame=1500, why="x")  # type: ignore[arg-type]
+        assert outcome.mode == "exec", outcome.reason
+        state = torch.load(str(outcome.restart.checkpoint), map_location="cpu", weights_only=True)
+        agent.restore(state, {lr: 1e-3})  # the key is no obstacle to the restore
+        return read_carried(state)
+
+    assert carried(window, "mutate", {lr: 1.2e-3, reward: 1.0}) == [1.0, 2.0, 3.0, 4.0]
+    assert carried(window, "replace", {lr: 4e-4, reward: 1.0}) == [8.0, 9.0, 10.0]
+    assert carried(window, "replace", {lr: 4e-4, reward: 2.0}) == []  # another task: its scores are not these
+    assert carried(object(), "mutate", {lr: 1.2e-3, reward: 1.0}) == []  # ranked by training episodes
+    for junk in ([1.0, math.nan], [True], "1.0", [1.0] * 100_001, {"a": 1.0}):
+        assert read_carried({CARRIED_EPISODES_KEY: junk}) == [], junk
+    assert read_carried({}) == [] and read_carried({CARRIED_EPISODES_KEY: [1, 2.5]}) == [1.0, 2.5]
+
+
 def test_rate_factor_is_the_learning_rates_ratio_or_one() -> None:
     from pbt.rl_games.agent import rate_factor
 

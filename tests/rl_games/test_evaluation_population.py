@@ -61,13 +61,16 @@ def test_members_rank_publish_and_report_their_evaluation(tmp_path: Path) -> Non
 POOLED_RE = re.compile(rf"evaluation: {EPISODES} episodes .*; ranked by (\S+), the mean of (\d+) pooled episodes")
 
 
-def test_a_window_pools_evaluations_and_a_copy_carries_its_donors(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["inplace", "exec"])
+def test_a_window_pools_evaluations_and_a_copy_carries_its_donors(tmp_path: Path, mode: str) -> None:
     """``pbt.eval_window=2``: each member ranks by the mean of its last two evaluations' episodes, and
     the crippled member, once it takes the healthy one's weights, pools the donor's evaluation of them
-    with its own at once (without the carry its first evaluation after the change would stand alone)."""
+    with its own at once (without the carry its first evaluation after the change would stand alone),
+    in place and after re-executing its process (the restart checkpoint carries them)."""
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     logs = [open(tmp_path / f"member{idx}.log", "w+") for idx in range(2)]
-    procs = [subprocess.Popen(member(idx, ws, runs) + ["pbt.eval_window=2"], cwd=str(REPO), env=worker_env(),
+    extra = ["pbt.eval_window=2", f"pbt.restart_mode={mode}"]
+    procs = [subprocess.Popen(member(idx, ws, runs) + extra, cwd=str(REPO), env=worker_env(),
                               stdout=log, stderr=subprocess.STDOUT) for idx, log in enumerate(logs)]
     codes = [proc.wait(timeout=600) for proc in procs]
     outputs = [(tmp_path / f"member{idx}.log").read_text() for idx in range(2)]
@@ -84,6 +87,24 @@ def test_a_window_pools_evaluations_and_a_copy_carries_its_donors(tmp_path: Path
     assert taken and taken[0] + 1 < len(crippled), [(e.frame, e.action, e.objective) for e in crippled]
     before, after = crippled[taken[0]], crippled[taken[0] + 1]
     assert after.objective is not None and after.objective > before.objective + 200, (before, after)
+
+
+def test_a_resumed_member_starts_its_window_from_its_records_evaluations(tmp_path: Path) -> None:
+    """A member stopped and started again resumes its newest record's weights and, with them, the
+    evaluation episodes that record published: its first evaluation is pooled with them (its peer
+    never starts: nothing here depends on one)."""
+    ws, runs = tmp_path / "ws", tmp_path / "runs"
+    alone = [arg for arg in member(0, ws, runs) if not arg.startswith("max_frames=")]
+    for run, frames in enumerate((3 * INTERVAL, 5 * INTERVAL)):
+        proc = subprocess.run(alone + ["pbt.eval_window=2", f"max_frames={frames}"],
+                              cwd=str(REPO), env=worker_env(), capture_output=True, text=True, timeout=600)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, output[-3000:]
+        pooled = [int(n) for _, n in POOLED_RE.findall(output)]
+        assert pooled, output[-3000:]
+        if run == 1:
+            assert "resumes from its iteration" in output, output[-3000:]
+            assert pooled[0] == 2 * EPISODES, (pooled, output[-3000:])  # the record's episodes included
 
 
 def test_an_isaac_gym_member_is_refused_before_the_simulator_loads(tmp_path: Path) -> None:
