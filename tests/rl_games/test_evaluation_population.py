@@ -95,7 +95,7 @@ def test_a_resumed_member_starts_its_window_from_its_records_evaluations(tmp_pat
     never starts: nothing here depends on one)."""
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     alone = [arg for arg in member(0, ws, runs) if not arg.startswith("max_frames=")]
-    for run, frames in enumerate((3 * INTERVAL, 5 * INTERVAL)):
+    for run, frames in enumerate((2 * INTERVAL, 3 * INTERVAL)):
         proc = subprocess.run(alone + ["pbt.eval_window=2", f"max_frames={frames}"],
                               cwd=str(REPO), env=worker_env(), capture_output=True, text=True, timeout=600)
         output = proc.stdout + proc.stderr
