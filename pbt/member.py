@@ -472,6 +472,7 @@ class PbtMember:
             network=network_value(self.network),
             history=Histories(self.history.values, self.intervals.params, self.intervals.gains),
             stage=None if self.curriculum is None else (self.curriculum.stage, self.curriculum.since),
+            evaluated=self.pbt.eval_episodes > 0,
         )
 
     def entry(

@@ -18,9 +18,12 @@ import statistics
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pbt.storage.record import Record
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,12 @@ NO_SECOND_INSTANCE = {"isaacgym": "Isaac Gym", "isaaclab": "Isaac Lab"}
 CARRIED_EPISODES_KEY = "pbt_evaluation_episodes"
 #: At most this many carried episodes are read back (a window never holds more than a few hundred).
 MAX_CARRIED_EPISODES = 100_000
+
+
+def evaluations_of(record: Optional["Record"]) -> List[float]:
+    """A record's published episodes when they are evaluations (:attr:`Record.evaluated`): a record
+    made while its member ranked by training episodes (or by an older version) gives none."""
+    return list(record.episode_returns) if record is not None and record.evaluated else []
 
 
 def write_carried(state: Dict[str, Any], episodes: Sequence[float]) -> None:

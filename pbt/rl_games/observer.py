@@ -24,7 +24,7 @@ from pbt.member import PbtMember
 from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
 from pbt.pacing import wait_for_peers
 from pbt.rl_games.agent import AgentAdapter
-from pbt.rl_games.evaluation import Evaluator, read_carried
+from pbt.rl_games.evaluation import Evaluator, evaluations_of, read_carried
 from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
 from pbt.rl_games.registry import adapter_class, algo_name, make_adapter
 from pbt.rl_games.tensorboard import PbtScalars, start_wandb
@@ -170,7 +170,7 @@ class WorkerObserver(AlgoObserver):
             self.restore(
                 agent, self.member.workspace.load_checkpoint(record), f"workspace iteration {record.iteration}"
             )
-            carried = list(record.episode_returns)  # published with the weights it resumes
+            carried = evaluations_of(record)  # published with the weights it resumes
         self.start_frame = int(algo.frame)
         if self.member is not None and self.member.network is not None:
             from pbt.rl_games.surgery import parameter_count
@@ -213,7 +213,7 @@ class WorkerObserver(AlgoObserver):
             if member is None or donor is None:
                 return read_carried(state)
             same_task = all(member.params.get(k) == v for k, v in donor.params.items() if k.startswith("task."))
-            return list(donor.episode_returns) if same_task else []
+            return evaluations_of(donor) if same_task else []
         log.warning(
             "member %d's checkpoint %s does not fit this agent (%s); this joiner starts fresh from frame 0",
             donor.policy_idx,

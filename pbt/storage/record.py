@@ -104,6 +104,9 @@ class Record:
     curriculum (and in older records: stage 0)."""
     stage_frame: Optional[int] = None
     """The frame at which the member entered ``stage``; None without a curriculum."""
+    evaluated: bool = False
+    """True when ``episode_returns`` are deterministic evaluations' episodes (``pbt.eval_episodes``),
+    which a copy's evaluation window may start from; False: training episodes (and older records)."""
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
@@ -118,6 +121,8 @@ class Record:
         for name in ("stage", "stage_frame"):  # without a curriculum the format stays as before it
             if data[name] is None:
                 del data[name]
+        if not data["evaluated"]:  # without evaluations too
+            del data["evaluated"]
         return data
 
     @classmethod
@@ -141,6 +146,7 @@ class Record:
                 checksum=_str_field(data, "checksum", 64),
                 time=wall_time(data.get("time", 0.0), "time"),
                 episode_returns=_numbers(data.get("episode_returns")),
+                evaluated=_bool_field(data, "evaluated"),
                 frames_since_replace=_int_field(data, "frames_since_replace", MAX_COUNT, 0),
                 version=_int_field(data, "version", MAX_COUNT, RECORD_VERSION),
                 network=_network(data.get("network")),
@@ -168,6 +174,7 @@ _RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {
     "gains",
     "stage",
     "stage_frame",
+    "evaluated",
 }  # optional
 
 
@@ -223,6 +230,14 @@ def _optional_int(data: Mapping[str, Any], key: str, limit: int) -> Optional[int
     if data.get(key) is None:
         return None
     return _int_field(data, key, limit)
+
+
+def _bool_field(data: Mapping[str, Any], key: str) -> bool:
+    """An optional bool field, False when absent; strictly a bool (not 1 or "true")."""
+    value = data.get(key, False)
+    if type(value) is not bool:
+        raise ValueError(f"{key} must be true or false, got {value!r:.80}")
+    return value
 
 
 def _str_field(data: Mapping[str, Any], key: str, limit: int) -> str:

@@ -158,6 +158,7 @@ class Workspace(WorkspaceReader):
         network: Optional[Mapping[str, Any]] = None,
         history: Histories = NO_HISTORY,
         stage: Optional[Tuple[int, int]] = None,
+        evaluated: bool = False,
     ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(
@@ -171,6 +172,7 @@ class Workspace(WorkspaceReader):
             network,
             history,
             stage,
+            evaluated,
         )
 
     def publish(
@@ -185,10 +187,12 @@ class Workspace(WorkspaceReader):
         network: Optional[Mapping[str, Any]] = None,
         history: Histories = NO_HISTORY,
         stage: Optional[Tuple[int, int]] = None,
+        evaluated: bool = False,
     ) -> Record:
         """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``
         (``history``: what the record carries about the member's past, :class:`Histories`;
-        ``stage``: (curriculum stage, frame it was entered) with a curriculum)."""
+        ``stage``: (curriculum stage, frame it was entered) with a curriculum; ``evaluated``:
+        ``episode_returns`` are evaluation episodes, :attr:`Record.evaluated`)."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -211,6 +215,7 @@ class Workspace(WorkspaceReader):
             checksum=sha256_hex(checkpoint_bytes),
             time=time.time(),
             episode_returns=returns,
+            evaluated=bool(evaluated),
             frames_since_replace=int(frames_since_replace),
             network=None if network is None else to_plain(dict(network), "network"),
             history=plain_history(history.objectives),

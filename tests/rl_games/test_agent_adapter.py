@@ -250,8 +250,8 @@ def test_a_restart_carries_the_evaluations_of_the_weights_it_restores(
 ) -> None:
     """With ``pbt.eval_window``, the checkpoint copy an exec restart loads carries the evaluation
     episodes that played its weights (a mutation: the member's own window; a replace: the donor's
-    published ones), as an in-place change carries them; none when the restart trains another task
-    or the member ranks by its training episodes. The copy still restores, and a junk list reads as none."""
+    published ones, when its record says they are evaluations), as an in-place change carries them;
+    none when the restart trains another task or the member ranks by its training episodes. The copy still restores, and a junk list reads as none."""
     from pbt.rl_games.evaluation import CARRIED_EPISODES_KEY, EvaluatedObjective, PlayResult, read_carried
     from pbt.rl_games.exploit import Exploiter
     from pbt.storage import Workspace
@@ -268,10 +268,12 @@ def test_a_restart_carries_the_evaluations_of_the_weights_it_restores(
     window.set(PlayResult(2, [3.0, 4.0], [], 10))
     stale = dict(agent.full_state(), **{CARRIED_EPISODES_KEY: [-1.0]})  # a copy's key never passes through
     workspace.save(3, 1000, 2.5, dict(member.params), stale, episode_returns=window.recent)
-    donor = Workspace(tmp_path / "ws", 1, 2).save(5, 2000, 9.0, {lr: 5e-4, reward: 1.0}, agent.full_state(),
-                                                  episode_returns=[8.0, 9.0, 10.0])
+    donors = Workspace(tmp_path / "ws", 1, 2)
+    evaluated = donors.save(5, 2000, 9.0, {lr: 5e-4, reward: 1.0}, agent.full_state(),
+                            episode_returns=[8.0, 9.0, 10.0], evaluated=True)
+    trained = donors.save(6, 2400, 9.0, {lr: 5e-4, reward: 1.0}, agent.full_state(), episode_returns=[7.0])
 
-    def carried(score: Any, action: str, after: Dict[str, Any]) -> List[float]:
+    def carried(score: Any, action: str, after: Dict[str, Any], donor: Any = evaluated) -> List[float]:
         decision = SimpleNamespace(action=action, donor=donor if action == "replace" else None, reason="r",
                                    params_before=dict(member.params), params_after=after, network=None)
         outcome = Exploiter(member, agent, score).plan_exec(decision, frame=1500, why="x")  # type: ignore[arg-type]
@@ -283,6 +285,7 @@ def test_a_restart_carries_the_evaluations_of_the_weights_it_restores(
     assert carried(window, "mutate", {lr: 1.2e-3, reward: 1.0}) == [1.0, 2.0, 3.0, 4.0]
     assert carried(window, "replace", {lr: 4e-4, reward: 1.0}) == [8.0, 9.0, 10.0]
     assert carried(window, "replace", {lr: 4e-4, reward: 2.0}) == []  # another task: its scores are not these
+    assert carried(window, "replace", {lr: 4e-4, reward: 1.0}, trained) == []  # training returns, not evaluations
     assert carried(object(), "mutate", {lr: 1.2e-3, reward: 1.0}) == []  # ranked by training episodes
     for junk in ([1.0, math.nan], [True], "1.0", [1.0] * 100_001, {"a": 1.0}):
         assert read_carried({CARRIED_EPISODES_KEY: junk}) == [], junk

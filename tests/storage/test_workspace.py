@@ -123,6 +123,21 @@ def test_record_round_trip_with_numpy_params(tmp_path: Path) -> None:
     assert type(record.params["n"]) is int and record.episode_returns == [1.0, 2.0]
 
 
+def test_a_record_says_whether_its_episodes_are_evaluations(tmp_path: Path) -> None:
+    """``evaluated``: written only when true (a record of a member ranked by training episodes keeps
+    the format before it, and an older record reads as not evaluated); anything but a bool refused."""
+    ws = Workspace(tmp_path, 0, 1)
+    evaluated = ws.publish(1, 10, 1.0, {}, b"data", episode_returns=[1.0, 2.0], evaluated=True)
+    assert read_record(tmp_path / "000" / "000001.yaml") == evaluated and evaluated.evaluated
+    trained = ws.publish(2, 20, 1.0, {}, b"data", episode_returns=[1.0, 2.0])
+    text = (tmp_path / "000" / "000002.yaml").read_text()
+    assert "evaluated" not in text and not read_record(tmp_path / "000" / "000002.yaml").evaluated
+    assert trained.to_dict().keys() == Record.from_dict(yaml.safe_load(text)).to_dict().keys()
+    for junk in (1, "true", None, [True]):
+        with pytest.raises(CorruptRecordError, match="evaluated must be true or false"):
+            Record.from_dict(dict(evaluated.to_dict(), evaluated=junk))
+
+
 def test_block_yaml_record_is_read_too(tmp_path: Path) -> None:
     writer = Workspace(tmp_path, 0, 1)
     record = _publish(writer, 2, objective=2.5)
@@ -141,11 +156,12 @@ def test_block_yaml_record_is_read_too(tmp_path: Path) -> None:
     ),
     objective=st.one_of(st.none(), st.floats(-1e12, 1e12), st.sampled_from([math.nan, math.inf, -math.inf])),
     returns=st.lists(st.floats(-1e12, 1e12), max_size=5),
+    evaluated=st.booleans(),
 )
 def test_record_text_reads_back_exactly_with_yaml_safe_load(params: Dict[str, object], objective: float,
-                                                            returns: List[float]) -> None:
+                                                            returns: List[float], evaluated: bool) -> None:
     record = Record(policy_idx=1, iteration=3, frame=30, objective=objective, params=params,
-                    checkpoint="000003.pth", checksum="0" * 64, episode_returns=returns)
+                    checkpoint="000003.pth", checksum="0" * 64, episode_returns=returns, evaluated=evaluated)
     text = record_to_yaml(record)
     expected = record.to_dict()
     assert repr(yaml.safe_load(text)) == repr(expected)  # repr: NaN-aware, type-exact
