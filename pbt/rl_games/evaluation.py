@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError
+from pbt.storage.bounds import bounded_float
+from pbt.storage.record import MAX_EPISODE_RETURNS
 
 if TYPE_CHECKING:
     from pbt.storage.record import Record
@@ -36,8 +38,6 @@ NO_SECOND_INSTANCE = {"isaacgym": "Isaac Gym", "isaaclab": "Isaac Lab"}
 #: The checkpoint key under which an exec restart's exported copy carries the evaluation episodes
 #: that played its weights (the restarted process starts its ``pbt.eval_window`` from them).
 CARRIED_EPISODES_KEY = "pbt_evaluation_episodes"
-#: At most this many carried episodes are read back (a window never holds more than a few hundred).
-MAX_CARRIED_EPISODES = 100_000
 
 
 def evaluations_of(record: Optional["Record"]) -> List[float]:
@@ -54,15 +54,17 @@ def write_carried(state: Dict[str, Any], episodes: Sequence[float]) -> None:
 
 
 def read_carried(state: Mapping[str, Any]) -> List[float]:
-    """The carried episodes of a checkpoint ``state``; empty when it has none or they are not a
-    list of finite numbers (the file was written by this member, but a checkpoint is still data)."""
+    """The carried episodes of a checkpoint ``state``; empty when it has none, or when they break the
+    rules a record's episodes follow (at most MAX_EPISODE_RETURNS numbers within the bounds every
+    number read from the workspace keeps): the file was written by this member, but it is still data."""
     value = state.get(CARRIED_EPISODES_KEY)
-    if not isinstance(value, (list, tuple)) or len(value) > MAX_CARRIED_EPISODES:
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_EPISODE_RETURNS:
         return []
-    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in value):
-        log.warning("the restart checkpoint's carried evaluation episodes are not finite numbers; ignored")
+    try:
+        return [bounded_float(x, "carried evaluation episode") for x in value]
+    except ValueError as exc:
+        log.warning("the restart checkpoint's carried evaluation episodes are ignored: %s", exc)
         return []
-    return [float(x) for x in value]
 
 
 @dataclass

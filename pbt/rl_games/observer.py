@@ -25,7 +25,7 @@ from pbt.objective import TRAINER_STATISTICS, MemberObjective, objective_choices
 from pbt.pacing import wait_for_peers
 from pbt.rl_games.agent import AgentAdapter
 from pbt.rl_games.evaluation import Evaluator, evaluations_of, read_carried
-from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter
+from pbt.rl_games.exploit import DIVERGED_HELP, Exploiter, changes_task
 from pbt.rl_games.registry import adapter_class, algo_name, make_adapter
 from pbt.rl_games.tensorboard import PbtScalars, start_wandb
 from pbt.rl_games.vecenv import EPISODE_RETURN_KEY
@@ -212,8 +212,7 @@ class WorkerObserver(AlgoObserver):
             self.restore(agent, state, checkpoint)
             if member is None or donor is None:
                 return read_carried(state)
-            same_task = all(member.params.get(k) == v for k, v in donor.params.items() if k.startswith("task."))
-            return evaluations_of(donor) if same_task else []
+            return [] if changes_task(member.params, donor.params) else evaluations_of(donor)
         log.warning(
             "member %d's checkpoint %s does not fit this agent (%s); this joiner starts fresh from frame 0",
             donor.policy_idx,
