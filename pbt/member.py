@@ -37,7 +37,7 @@ from pbt.selection.experience import ObjectiveHistory
 from pbt.selection.pb2_data import IntervalHistory
 from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.format import LOCK_FILE
-from pbt.storage.lineage import INPLACE, STARTUP
+from pbt.storage.lineage import INPLACE, STARTUP, weights_origin
 from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
 from pbt.storage.record import Histories
 
@@ -324,7 +324,7 @@ class PbtMember:
         """Called once the agent is built and restored: the member's own frame count at start."""
         self.start_frame = int(frame)
         self.heartbeat(frame)
-        self.replaced_at_frame = ([0] + [e.frame for e in self.workspace.read_lineage() if e.action == REPLACE])[-1]
+        self.replaced_at_frame = self.lineage.restore()
         if self.curriculum is not None:  # objectives before the stage began are of another task
             self.replaced_at_frame = max(self.replaced_at_frame, self.curriculum.since)
         self.last_iteration = self.start_frame // self.pbt.interval_steps
@@ -473,6 +473,7 @@ class PbtMember:
             history=Histories(self.history.values, self.intervals.params, self.intervals.gains),
             stage=None if self.curriculum is None else (self.curriculum.stage, self.curriculum.since),
             evaluated=self.pbt.eval_episodes > 0,
+            family=self.lineage.family,
         )
 
     def entry(
@@ -512,6 +513,7 @@ class PbtMember:
                 decided_at=entry.decided_at or now,
                 network=network_value(self.network),
                 stage=None if self.curriculum is None else self.curriculum.stage,
+                family=None if donor is None else donor.family,
             )
         )
 
@@ -654,14 +656,25 @@ class DonorRefusals:
 class LineageLog:
     """A member's lineage writes under ``pbt.on_write_error``: with "retry" an I/O failure keeps the
     entries pending (logged) for the next try, so a full disk loses no PBT event while the process
-    lives."""
+    lives. It also follows the family of the member's weights (:attr:`Record.family`)."""
 
     def __init__(self, workspace: Workspace, on_write_error: str) -> None:
         self.workspace = workspace
         self.on_write_error = on_write_error
         self.pending: List[LineageEntry] = []
+        self.family: Optional[int] = workspace.policy_idx  # a fresh member carries its own weights
+
+    def restore(self) -> int:
+        """After a (re)start: the family from the lineage written so far; returns the frame of the
+        last replace (0: none)."""
+        replaced_at, self.family = weights_origin(
+            self.workspace.read_lineage() + self.pending, self.workspace.policy_idx
+        )
+        return replaced_at
 
     def append(self, entry: LineageEntry) -> None:
+        if entry.donor is not None:  # the event took a checkpoint: the weights are of its family now
+            self.family = entry.family
         self.pending.append(entry)
         self.flush()
 

@@ -39,6 +39,10 @@ MUTATE = "mutate"
 REPLACE = "replace"
 INSIGNIFICANT_LEAD_ACTIONS = (MUTATE, KEEP)
 """Values of ``pbt.insignificant_lead``."""
+EVERY_REPLACE = "every_replace"
+LAST_OF_FAMILY = "last_of_family"
+SIGNIFICANCE_FOR = (EVERY_REPLACE, LAST_OF_FAMILY)
+"""Values of ``pbt.significance_for``."""
 
 
 EffectPending = Optional[Tuple[int, int]]
@@ -126,6 +130,14 @@ class SelectionGates(Section):
     """Noise-aware replacement: replace weights only when the donor's recent per-episode
     objectives are higher than this member's with a one-sided Welch t-test p-value below this
     (as in the original PBT paper). null disables the test (means only)."""
+    significance_for: str = EVERY_REPLACE
+    """Which replaces the significance test guards: "every_replace"; or "last_of_family": only one
+    that would take the last copy of a family's weights out of the population (a family: the starting
+    member whose weights a member carries, followed through every replace). A member whose family
+    lives on in another ranked member that is not refused as a donor, or whose donor is of its own
+    family, is replaced on the strategy's lead alone, so a leader spreads as fast as without a test
+    while no founder's weights are lost on a noisy lead. Families are read from the peers' newest
+    records: two last members of one family deciding at once may both be replaced."""
     insignificant_lead: str = MUTATE
     """What an underperformer does when its donor's lead fails the significance test: "mutate" (keep
     its weights, explore its hyperparameters) or "keep" (change nothing until the evidence is
@@ -162,6 +174,7 @@ class SelectionGates(Section):
         )
         require(self.initial_delay >= 0, "initial_delay", self.initial_delay, ">= 0")
         require_choice("insignificant_lead", self.insignificant_lead, INSIGNIFICANT_LEAD_ACTIONS, noun="actions")
+        require_choice("significance_for", self.significance_for, SIGNIFICANCE_FOR, noun="values")
 
     @property
     def ready_frames(self) -> int:
@@ -277,10 +290,24 @@ class Strategy(abc.ABC):
         explores from the weights and hyperparameters taken."""
         carry_out = carry_out or self.act
         own_params = dict(own.record.params)
-        significant, test = diverged_significance(own.record) or significance(donor, own.record, self.ctx.gates)
+        significant, test = self.lead_test(own, donor, self.ctx.view or {})
         if not significant:
             return self.not_significant(own, f"{reason}{test}", rng, fallback, carry_out)
         return carry_out(own, donor, merge_params(own_params, donor), f"replace: {reason}{test}", rng)
+
+    def lead_test(self, own: MemberState, donor: "Record", view: View) -> Tuple[bool, str]:
+        """(may ``donor``'s weights replace this member's?, text): a diverged member always may; with
+        ``significance_for=last_of_family`` a member whose family lives on in ``view`` (or whose donor
+        is of its family) may on the lead alone; else the significance test decides."""
+        gates = self.ctx.gates
+        skipped = diverged_significance(own.record)
+        if skipped is not None:
+            return skipped
+        if gates.significance is not None and gates.significance_for == LAST_OF_FAMILY:
+            kin = family_lives_on(own.record, donor, view, self.ctx.refused_donors)
+            if kin is not None:
+                return True, f"; significance test skipped: {kin}"
+        return significance(donor, own.record, gates)
 
     def not_significant(
         self,
@@ -376,6 +403,27 @@ def ready_gate(own: MemberState, gates: SelectionGates) -> Optional[str]:
             "frames since it started or took a donor's weights"
         )
     return None
+
+
+def family_lives_on(
+    own: "Record", donor: "Record", view: View, refused: AbstractSet[int] = frozenset()
+) -> Optional[str]:
+    """Why replacing ``own``'s weights with ``donor``'s loses no family (None: it may; an unknown
+    family never matches). Another member carries ``own``'s family when its record in ``view`` says
+    so and it is not ``refused`` as a donor (its weights could not be taken back)."""
+    family = own.family
+    if family is None:
+        return None
+    if donor.family == family:
+        return f"the donor is of this member's family (policy {family})"
+    kin = [
+        idx
+        for idx, record in sorted(view.items())
+        if idx != own.policy_idx and idx not in refused and record is not None and record.family == family
+    ]
+    if not kin:
+        return None
+    return f"policy {family}'s family lives on in member{'s' if len(kin) > 1 else ''} {', '.join(map(str, kin))}"
 
 
 def significance(donor: "Record", own: "Record", gates: SelectionGates) -> Tuple[bool, str]:

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from pbt.sections import Section, require, require_finite
-from pbt.selection.base import Decision, MemberState, Strategy, fmt, significance
+from pbt.selection.base import Decision, MemberState, Strategy, fmt
 from pbt.selection.population import (
     View,
-    diverged_significance,
     eligible_donors,
     group_size,
     is_diverged,
@@ -117,7 +116,7 @@ class DexPbt(Strategy):
         )
         own_params = dict(own.record.params)
         if delta > std_threshold and delta > abs_threshold:
-            significant, test = diverged_significance(own.record) or significance(donor, own.record, self.ctx.gates)
+            significant, test = self.lead_test(own, donor, view)
             if significant:
                 # A diverged member's own hyperparameters diverged: it takes the donor's.
                 take_donors = rng.random() < 0.5 or is_diverged(own.record)

@@ -9,7 +9,7 @@ import json
 import logging
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.storage.bounds import MAX_FRAMES, bounded_float, is_number, wall_time
 
@@ -127,6 +127,9 @@ class LineageEntry:
     stage: Optional[int] = None
     """The member's curriculum stage after the event (``pbt.curriculum``); None without a curriculum
     (and in older lineages)."""
+    family: Optional[int] = None
+    """The family of the member's weights after the event (:attr:`pbt.storage.record.Record.family`),
+    written when the event took a checkpoint (replace, rollback); None otherwise, and when unknown."""
 
     @property
     def is_startup(self) -> bool:
@@ -149,8 +152,9 @@ class LineageEntry:
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
-        if data["stage"] is None:  # without a curriculum the lines stay as before it
-            del data["stage"]
+        for name in ("stage", "family"):  # lines without them stay as before them
+            if data[name] is None:
+                del data[name]
         return data
 
     def to_json_line(self) -> bytes:
@@ -180,10 +184,23 @@ class LineageEntry:
             decided_at=_time(data.get("decided_at")),
             network=_params(data.get("network")) or None,
             stage=_stage(data.get("stage")),
+            family=_opt_int(data.get("family")),
         )
 
 
 FIELD_NAMES = tuple(f.name for f in fields(LineageEntry))
+
+
+def weights_origin(lineage: Sequence[LineageEntry], policy_idx: int) -> Tuple[int, Optional[int]]:
+    """(frame of the last replace, family of the weights) of member ``policy_idx`` after its
+    ``lineage``: (0, its own index) until it took a checkpoint; the family is the newest such event's
+    (None when that line does not say: older lineages)."""
+    replaced_at = ([0] + [entry.frame for entry in lineage if entry.action == "replace"])[-1]
+    took = [entry for entry in lineage if entry.donor is not None]
+    if not took:
+        return replaced_at, policy_idx
+    family = took[-1].family
+    return replaced_at, family if family is not None and family >= 0 else None
 
 
 def parse_lineage(data: bytes, source: str) -> List[LineageEntry]:

@@ -107,6 +107,11 @@ class Record:
     evaluated: bool = False
     """True when ``episode_returns`` are deterministic evaluations' episodes (``pbt.eval_episodes``),
     which a copy's evaluation window may start from; False: training episodes (and older records)."""
+    family: Optional[int] = None
+    """The member's family: the starting member whose weights this checkpoint carries, followed
+    through every replace (its own policy_idx until it first takes a donor's weights). None:
+    unknown (older records, or weights taken from a record without one). Untrusted like every
+    field: a wrong value only changes which replaces ``pbt.significance_for=last_of_family`` tests."""
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
@@ -123,6 +128,8 @@ class Record:
                 del data[name]
         if not data["evaluated"]:  # without evaluations too
             del data["evaluated"]
+        if data["family"] is None:  # and records that do not know their family
+            del data["family"]
         return data
 
     @classmethod
@@ -155,6 +162,7 @@ class Record:
                 gains=_gains(data.get("gains")),
                 stage=_optional_int(data, "stage", MAX_STAGES),
                 stage_frame=_optional_int(data, "stage_frame", MAX_COUNT),
+                family=_optional_int(data, "family", MAX_POLICY_IDX),
             )
         except KeyError as exc:
             raise CorruptRecordError(f"{source}: not a valid PBT record (missing {exc})") from exc
@@ -175,6 +183,7 @@ _RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {
     "stage",
     "stage_frame",
     "evaluated",
+    "family",
 }  # optional
 
 

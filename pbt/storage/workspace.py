@@ -159,6 +159,7 @@ class Workspace(WorkspaceReader):
         history: Histories = NO_HISTORY,
         stage: Optional[Tuple[int, int]] = None,
         evaluated: bool = False,
+        family: Optional[int] = None,
     ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(
@@ -173,6 +174,7 @@ class Workspace(WorkspaceReader):
             history,
             stage,
             evaluated,
+            family,
         )
 
     def publish(
@@ -188,11 +190,13 @@ class Workspace(WorkspaceReader):
         history: Histories = NO_HISTORY,
         stage: Optional[Tuple[int, int]] = None,
         evaluated: bool = False,
+        family: Optional[int] = None,
     ) -> Record:
         """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``
         (``history``: what the record carries about the member's past, :class:`Histories`;
         ``stage``: (curriculum stage, frame it was entered) with a curriculum; ``evaluated``:
-        ``episode_returns`` are evaluation episodes, :attr:`Record.evaluated`)."""
+        ``episode_returns`` are evaluation episodes, :attr:`Record.evaluated`; ``family``: the
+        family of the weights, :attr:`Record.family`)."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -226,6 +230,7 @@ class Workspace(WorkspaceReader):
             gains={int(i): float(g) for i, g in sorted(history.gains.items())[-MAX_GAINS:] if math.isfinite(g)},
             stage=None if stage is None else int(stage[0]),
             stage_frame=None if stage is None else int(stage[1]),
+            family=None if family is None else int(family),
         )
         record_bytes = record_to_yaml(record)
         record_key = f"{self.own_key}/{record_name(iteration)}"

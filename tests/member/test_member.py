@@ -140,3 +140,31 @@ def test_a_change_counts_its_gates_from_its_intervals_start(tmp_path):
     assert "start_after" not in decision.reason and "not ready" not in decision.reason, decision.reason
     assert member.workspace.latest_record(1).frames_since_replace == 11_440
     member.close()
+
+
+def test_records_carry_the_family_of_the_weights_across_a_replace_and_a_restart(tmp_path):
+    """A member's records say whose weights it carries (``Record.family``): its own index, then its
+    donor's family from the iteration after it took the donor's checkpoint, also after the process
+    restarted (read back from the lineage); weights from a record that does not say are unknown."""
+    pytest.importorskip("torch")  # iterate publishes a checkpoint
+    donor = Workspace(tmp_path / "ws", 3, 4).publish(1, 1000, 5.0, {}, b"donor-bytes", family=2)
+    member = PbtMember(make_cfg(tmp_path / "ws", start_after=10**9, initial_delay=10**9), tmp_path / "run", [])
+    member.startup()
+    member.started(0)
+    decide_only(member, 1000, 1.0, {"w": 1}, [])
+    assert member.workspace.latest_record(1).family == 1
+    member.append_lineage(member.entry("replace", "test", 1, 1000, member.params, member.params), donor)
+    member.exploited(1000, member.params, replaced=True)
+    decide_only(member, 2000, 1.0, {"w": 1}, [])
+    assert member.workspace.latest_record(1).family == 2 and member.workspace.read_lineage(1)[-1].family == 2
+    member.close()
+    restarted = PbtMember(make_cfg(tmp_path / "ws", start_after=10**9, initial_delay=10**9), tmp_path / "run2", [])
+    restarted.startup()
+    restarted.started(2000)
+    decide_only(restarted, 3000, 1.0, {"w": 1}, [])
+    assert restarted.workspace.latest_record(1).family == 2
+    old = Workspace(tmp_path / "ws", 0, 4).publish(3, 3000, 5.0, {}, b"older-bytes")  # no family field
+    restarted.append_lineage(restarted.entry("replace", "test", 3, 3000, restarted.params, restarted.params), old)
+    decide_only(restarted, 4000, 1.0, {"w": 1}, [])
+    assert restarted.workspace.latest_record(1).family is None
+    restarted.close()

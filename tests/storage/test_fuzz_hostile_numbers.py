@@ -35,7 +35,7 @@ from pbt.storage.bounds import MAX_ABS_VALUE, MAX_FRAMES, MAX_TIME, is_sample
 from pbt.storage.lineage import parse_lineage
 from pbt.storage.liveness import MAX_PID, judge, read_heartbeat, read_lock
 from pbt.storage.objectlog import MAX_BASE_SEQ, base_name, parse_log_names, part_name
-from pbt.storage.record import MAX_STAGES, Record, parse_record
+from pbt.storage.record import MAX_POLICY_IDX, MAX_STAGES, Record, parse_record
 from pbt.tools.replay import parse_schedule, plan
 
 LR = "train.params.config.learning_rate"
@@ -46,7 +46,7 @@ EXTREME = st.one_of(
     st.integers(min_value=-(10 ** 30), max_value=10 ** 30), st.floats(), st.booleans(), st.none(),
     st.text(max_size=4))
 FIELDS = ("objective", "time", "frame", "iteration", "frames_since_replace", "policy_idx", "version", "stage",
-          "stage_frame")
+          "stage_frame", "family")
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEWER = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GP = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a GP fit each
@@ -54,7 +54,8 @@ SPACE = {LR: {"type": "loguniform", "low": 1e-5, "high": 1e-2}}
 DIMS = continuous_dims(parse_space("fuzz", SPACE))
 STRATEGIES: List[Dict[str, Any]] = [
     {"selection": "dexpbt", "replace_fraction_worst": 0.34, "replace_fraction_best": 0.6},
-    {"selection": "threshold"}, {"selection": "truncation", "quantile": 0.34},
+    {"selection": "threshold"}, {"selection": "threshold", "significance_for": "last_of_family"},
+    {"selection": "truncation", "quantile": 0.34},
     {"selection": "tournament", "tournament_size": 3, "elitism": False, "eval_loop": 3},
     {"selection": "mfpbt", "mfpbt_frequencies": [1, 2]}]
 PB2 = {"selection": "pb2", "pb2_quantile": 0.5, "search_space": SPACE}
@@ -69,7 +70,7 @@ def record_data(idx: int, changes: Dict[str, Any]) -> Dict[str, Any]:
                             "params": {LR: 1e-3}, "checkpoint": "000003.pth", "checksum": SUM, "time": 1.0,
                             "episode_returns": [1.0, 2.0, 1.5], "frames_since_replace": 10 ** 6, "version": 1,
                             "history": {"1": 0.5, "2": 0.7}, "param_history": {"1": {LR: 1e-4}, "2": {LR: 2e-3}},
-                            "gains": {"2": 0.2, "3": 0.3 + idx}}
+                            "gains": {"2": 0.2, "3": 0.3 + idx}, "family": idx % 2}
     data.update(changes)
     return data
 
@@ -84,6 +85,7 @@ def check_bounded(record: Record) -> None:
     assert all(0 <= i <= MAX_FRAMES for i in [*record.history, *record.gains, *record.param_history])
     assert record.stage is None or 0 <= record.stage < MAX_STAGES
     assert record.stage_frame is None or 0 <= record.stage_frame <= MAX_FRAMES
+    assert record.family is None or type(record.family) is int and 0 <= record.family < MAX_POLICY_IDX
 
 
 ITERATIONS = st.sampled_from(["1", "2", "3", "9" * 16, "x", "-1", "", "1e3", "\u0663"])
@@ -187,7 +189,7 @@ def test_heartbeats_with_extreme_numbers_are_refused_or_judged(tmp_path_factory:
 
 line_fields = st.dictionaries(
     st.sampled_from(["policy_idx", "iteration", "frame", "objective", "donor", "donor_iteration", "donor_objective",
-                     "time", "decided_at", "action", "params_after", "network"]), EXTREME, max_size=5)
+                     "time", "decided_at", "action", "params_after", "network", "family"]), EXTREME, max_size=5)
 
 
 @FUZZ
@@ -199,6 +201,7 @@ def test_lineage_lines_with_extreme_numbers_are_skipped_or_bounded(lines: List[D
         assert 0 <= entry.time <= MAX_TIME and 0 <= entry.decided_at <= MAX_TIME
         for value in (entry.objective, entry.donor_objective):
             assert value is None or not math.isfinite(value) or abs(value) <= MAX_ABS_VALUE
+        assert entry.family is None or -1 <= entry.family <= MAX_FRAMES
 
 
 @pytest.mark.skipif(importlib.util.find_spec("rich") is None, reason="pbt-status needs rich")

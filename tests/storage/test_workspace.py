@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pbt.errors import ConfigError, CorruptRecordError, UnsafeCheckpointError, WorkspaceError
 from pbt.storage.record import Record
 from pbt.storage import RetentionPolicy, Workspace
-from pbt.storage.lineage import LineageEntry
+from pbt.storage.lineage import LineageEntry, weights_origin
 from pbt.storage.format import checkpoint_name, record_name
 from pbt.storage.local import atomic_write_bytes
 from pbt.storage.reader import read_record
@@ -136,6 +136,33 @@ def test_a_record_says_whether_its_episodes_are_evaluations(tmp_path: Path) -> N
     for junk in (1, "true", None, [True]):
         with pytest.raises(CorruptRecordError, match="evaluated must be true or false"):
             Record.from_dict(dict(evaluated.to_dict(), evaluated=junk))
+
+
+def test_a_record_says_whose_weights_it_carries(tmp_path: Path) -> None:
+    """``family``: written only when known (older records read as unknown); anything but an index
+    in range refused, as every field a peer writes."""
+    ws = Workspace(tmp_path, 0, 1)
+    known = ws.publish(1, 10, 1.0, {}, b"data", family=3)
+    assert read_record(tmp_path / "000" / "000001.yaml") == known and known.family == 3
+    ws.publish(2, 20, 1.0, {}, b"data")
+    text = (tmp_path / "000" / "000002.yaml").read_text()
+    assert "family" not in text and read_record(tmp_path / "000" / "000002.yaml").family is None
+    for junk in (-1, 1.5, "3", True, [3], 10 ** 6):
+        with pytest.raises(CorruptRecordError, match="family"):
+            Record.from_dict(dict(known.to_dict(), family=junk))
+
+
+def test_the_family_of_a_members_weights_follows_its_lineage() -> None:
+    took = LineageEntry(2, 4, 400, "replace", donor=5, donor_iteration=4, family=1)
+    mutated = LineageEntry(2, 5, 500, "mutate")
+    rolled_back = LineageEntry(2, 6, 600, "rollback", donor=2, donor_iteration=3, family=2)
+    assert weights_origin([], 2) == (0, 2) and weights_origin([mutated], 2) == (0, 2)
+    assert weights_origin([took, mutated], 2) == (400, 1)
+    assert weights_origin([took, mutated, rolled_back], 2) == (400, 2)  # a rollback is not a replace
+    older = LineageEntry(2, 7, 700, "replace", donor=5, donor_iteration=6)  # a line from before the field
+    assert weights_origin([took, older], 2) == (700, None)
+    line = LineageEntry.from_dict(json.loads(took.to_json_line()))
+    assert line == took and "family" not in mutated.to_dict()
 
 
 def test_block_yaml_record_is_read_too(tmp_path: Path) -> None:

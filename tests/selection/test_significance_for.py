@@ -1,0 +1,114 @@
+"""``pbt.significance_for``: the significance test guards every replace (the default), or with
+"last_of_family" only a replace that would take the last copy of a family's weights out of the
+population. Families come from the peers' records (``Record.family``), for every strategy that
+tests significance. No torch."""
+import random
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+from conftest import pbt_config
+from pbt.config import PbtConfig
+from pbt.errors import ConfigError
+from pbt.selection import REPLACE, MemberState, decide
+from pbt.selection.base import family_lives_on
+from pbt.storage.record import Record
+
+LR = "train.params.config.learning_rate"
+FRAME = 50_000_000
+RULES = ["threshold", "dexpbt", "truncation", "tournament", "pb2", "mfpbt"]
+
+
+def rec(idx: int, objective: float, returns: List[float], family: Optional[int]) -> Record:
+    return Record(policy_idx=idx, iteration=5, frame=FRAME, objective=objective, params={LR: 1e-3},
+                  checkpoint="000005.pth", checksum="0" * 64, episode_returns=returns, frames_since_replace=FRAME,
+                  family=family)
+
+
+def config(rule: str, **kw: Any) -> PbtConfig:
+    values: Dict[str, Any] = dict(num_policies=4, selection=rule, mutation={LR: "mutate_float"})
+    values.update(kw)
+    return pbt_config(values)
+
+
+def noisy(mean: float) -> List[float]:
+    """30 episodes spread +-200 around ``mean``: a lead of 60 over it is not significant at 0.05."""
+    return [mean + (200.0 if i % 2 else -200.0) for i in range(30)]
+
+
+def population(own_family: Optional[int], peer_families: List[Optional[int]]) -> tuple:
+    """Member 0 at the bottom with noisy episodes; members 1-3 ahead by 20 each, with these families."""
+    own = MemberState(rec(0, 0.0, noisy(0.0), own_family), None, FRAME)
+    peers = [rec(i, 20.0 * i, noisy(20.0 * i), peer_families[i - 1]) for i in (1, 2, 3)]
+    return own, peers
+
+
+def decisions(rule: str, own: MemberState, peers: List[Record], **kw: Any) -> List[Any]:
+    """The decisions of 12 seeds that reached the replace step (a tournament may draw nobody better)."""
+    out = []
+    for seed in range(12):
+        decision = decide(own, peers, config(rule, **kw), random.Random(seed))
+        if decision.action == REPLACE or "lead not significant" in decision.reason:
+            out.append(decision)
+    assert out, f"{rule}: no draw reached the replace step"
+    return out
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_the_last_of_a_family_is_replaced_only_on_a_significant_lead(rule: str) -> None:
+    own, peers = population(0, [1, 2, 3])  # every member its own family
+    for decision in decisions(rule, own, peers, significance_for="last_of_family"):
+        assert decision.action != REPLACE, decision.reason
+        assert "lead not significant" in decision.reason and "Welch p=" in decision.reason, decision.reason
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_member_whose_family_lives_on_is_replaced_on_the_lead_alone(rule: str) -> None:
+    own, peers = population(0, [0, 2, 3])  # member 1 carries member 0's family too
+    for decision in decisions(rule, own, peers, significance_for="last_of_family"):
+        if decision.donor_idx == 1:  # the donor carries member 0's family itself
+            assert "the donor is of this member's family (policy 0)" in decision.reason, decision.reason
+        else:
+            assert decision.action == REPLACE, decision.reason
+            assert "significance test skipped: policy 0's family lives on in member 1" in decision.reason
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_the_default_tests_every_replace(rule: str) -> None:
+    own, peers = population(0, [0, 0, 0])  # the whole population of one family: still tested
+    for decision in decisions(rule, own, peers):
+        assert decision.action != REPLACE and "lead not significant" in decision.reason, decision.reason
+
+
+@pytest.mark.parametrize("own_family, peer_families", [(None, [None, None, None]), (0, [None, 5, 7])])
+def test_an_unknown_or_unmatched_family_is_tested(own_family: Optional[int], peer_families: List[Optional[int]]) -> None:
+    own, peers = population(own_family, peer_families)
+    for decision in decisions("threshold", own, peers, significance_for="last_of_family"):
+        assert decision.action != REPLACE and "lead not significant" in decision.reason, decision.reason
+
+
+def test_a_family_member_refused_as_a_donor_does_not_count() -> None:
+    own, peers = population(0, [0, 2, 3])
+    view = {r.policy_idx: r for r in [own.record, *peers]}
+    assert family_lives_on(own.record, peers[2], view) == "policy 0's family lives on in member 1"
+    assert family_lives_on(own.record, peers[2], view, refused=frozenset({1})) is None
+    assert family_lives_on(own.record, peers[0], view, refused=frozenset({1})) == (
+        "the donor is of this member's family (policy 0)"
+    )
+
+
+@pytest.mark.parametrize("rule", ["threshold", "dexpbt"])
+def test_no_lead_never_replaces(rule: str) -> None:
+    """Skipping the test never replaces where the strategy itself sees no lead."""
+    own = MemberState(rec(0, 5.0, noisy(5.0), 0), None, FRAME)
+    peers = [rec(i, 5.0, noisy(5.0), 0) for i in (1, 2, 3)]
+    decision = decide(own, peers, config(rule, significance_for="last_of_family"), random.Random(0))
+    assert decision.action != REPLACE, decision.reason
+
+
+def test_a_misspelt_value_names_the_choices() -> None:
+    with pytest.raises(ConfigError) as err:
+        config("threshold", significance_for="last_of_famly")
+    message = str(err.value)
+    assert "pbt.significance_for='last_of_famly'" in message and "Did you mean 'last_of_family'" in message
+    assert "every_replace, last_of_family" in message
