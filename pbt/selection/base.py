@@ -27,7 +27,7 @@ from typing import (
 )
 
 from pbt.sections import Section, require, require_choice
-from pbt.selection.population import View, diverged_significance, is_diverged, merge_params, population_view
+from pbt.selection.population import View, diverged_significance, is_diverged, merge_params, population_view, rank
 from pbt.selection.stats import welch_greater
 
 if TYPE_CHECKING:
@@ -134,10 +134,10 @@ class SelectionGates(Section):
     """Which replaces the significance test guards: "every_replace"; or "last_of_family": only one
     that would take the last copy of a family's weights out of the population (a family: the starting
     member whose weights a member carries, followed through every replace). A member whose family
-    lives on in another ranked member that is not refused as a donor, or whose donor is of its own
-    family, is replaced on the strategy's lead alone, so a leader spreads as fast as without a test
-    while no founder's weights are lost on a noisy lead. Families are read from the peers' newest
-    records: two last members of one family deciding at once may both be replaced."""
+    lives on in a member ranked above it that is not refused as a donor, or whose donor is of its
+    own family, is replaced on the strategy's lead alone: copies within a family follow their best
+    at once, while a family's best-ranked member, and with it the family, goes only on a
+    significant lead."""
     insignificant_lead: str = MUTATE
     """What an underperformer does when its donor's lead fails the significance test: "mutate" (keep
     its weights, explore its hyperparameters) or "keep" (change nothing until the evidence is
@@ -410,20 +410,25 @@ def family_lives_on(
 ) -> Optional[str]:
     """Why replacing ``own``'s weights with ``donor``'s loses no family (None: it may; an unknown
     family never matches). Another member carries ``own``'s family when its record in ``view`` says
-    so and it is not ``refused`` as a donor (its weights could not be taken back)."""
+    so, it ranks above ``own`` and it is not ``refused`` as a donor. Only one ranked above counts:
+    members decide at the same time from records written before their decisions, so two members
+    of one family that each counted the other could both be replaced; the family's best-ranked
+    member is always tested."""
     family = own.family
     if family is None:
         return None
     if donor.family == family:
         return f"the donor is of this member's family (policy {family})"
-    kin = [
-        idx
-        for idx, record in sorted(view.items())
-        if idx != own.policy_idx and idx not in refused and record is not None and record.family == family
-    ]
+    ranked = rank({**view, own.policy_idx: own}, own.policy_idx)
+    above = ranked[: ranked.index(own.policy_idx)]
+    families = {idx: record.family for idx, record in view.items() if record is not None}
+    kin = sorted(idx for idx in above if idx not in refused and families.get(idx) == family)
     if not kin:
         return None
-    return f"policy {family}'s family lives on in member{'s' if len(kin) > 1 else ''} {', '.join(map(str, kin))}"
+    return (
+        f"policy {family}'s family lives on in member{'s' if len(kin) > 1 else ''} {', '.join(map(str, kin))}, "
+        "ranked above this one"
+    )
 
 
 def significance(donor: "Record", own: "Record", gates: SelectionGates) -> Tuple[bool, str]:

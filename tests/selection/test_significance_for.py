@@ -70,7 +70,7 @@ def test_a_member_whose_family_lives_on_is_replaced_on_the_lead_alone(rule: str)
             assert "the donor is of this member's family (policy 0)" in decision.reason, decision.reason
         else:
             assert decision.action == REPLACE, decision.reason
-            assert "significance test skipped: policy 0's family lives on in member 1" in decision.reason
+            assert "significance test skipped: policy 0's family lives on in member 1, ranked above" in decision.reason
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -90,7 +90,7 @@ def test_an_unknown_or_unmatched_family_is_tested(own_family: Optional[int], pee
 def test_a_family_member_refused_as_a_donor_does_not_count() -> None:
     own, peers = population(0, [0, 2, 3])
     view = {r.policy_idx: r for r in [own.record, *peers]}
-    assert family_lives_on(own.record, peers[2], view) == "policy 0's family lives on in member 1"
+    assert family_lives_on(own.record, peers[2], view) == "policy 0's family lives on in member 1, ranked above this one"
     assert family_lives_on(own.record, peers[2], view, refused=frozenset({1})) is None
     assert family_lives_on(own.record, peers[0], view, refused=frozenset({1})) == (
         "the donor is of this member's family (policy 0)"
@@ -112,3 +112,18 @@ def test_a_misspelt_value_names_the_choices() -> None:
     message = str(err.value)
     assert "pbt.significance_for='last_of_famly'" in message and "Did you mean 'last_of_family'" in message
     assert "every_replace, last_of_family" in message
+
+
+def test_only_a_family_member_ranked_above_counts() -> None:
+    """Members decide at once, from records written before their decisions: two last members of one
+    family that each counted the other could both be replaced. Only one ranked above counts, so the
+    family's best-ranked member is always tested (ties: the lower index ranks first, in every view)."""
+    donor = rec(2, 50.0, noisy(50.0), 2)
+
+    def lives_on(own: Record, kin: Record) -> Optional[str]:
+        return family_lives_on(own, donor, {r.policy_idx: r for r in (own, kin, donor)})
+
+    assert lives_on(rec(0, 10.0, noisy(10.0), 0), rec(1, 5.0, noisy(5.0), 0)) is None
+    assert lives_on(rec(0, 10.0, noisy(10.0), 0), rec(1, 15.0, noisy(15.0), 0)) is not None
+    tied = [rec(0, 10.0, noisy(10.0), 0), rec(1, 10.0, noisy(10.0), 0)]
+    assert lives_on(tied[0], tied[1]) is None and lives_on(tied[1], tied[0]) is not None
