@@ -2,38 +2,24 @@
 "last_of_family" only a replace that would take the last copy of a family's weights out of the
 population. Families come from the peers' records (``Record.family``), for every strategy that
 tests significance. No torch."""
+import dataclasses
 import random
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
 import pytest
+from test_insignificant_lead import FRAME, config, noisy
+from test_insignificant_lead import rec as plain_rec
 
-from conftest import pbt_config
-from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.selection import REPLACE, MemberState, decide
 from pbt.selection.base import family_lives_on
 from pbt.storage.record import Record
 
-LR = "train.params.config.learning_rate"
-FRAME = 50_000_000
 RULES = ["threshold", "dexpbt", "truncation", "tournament", "pb2", "mfpbt"]
 
 
 def rec(idx: int, objective: float, returns: List[float], family: Optional[int]) -> Record:
-    return Record(policy_idx=idx, iteration=5, frame=FRAME, objective=objective, params={LR: 1e-3},
-                  checkpoint="000005.pth", checksum="0" * 64, episode_returns=returns, frames_since_replace=FRAME,
-                  family=family)
-
-
-def config(rule: str, **kw: Any) -> PbtConfig:
-    values: Dict[str, Any] = dict(num_policies=4, selection=rule, mutation={LR: "mutate_float"})
-    values.update(kw)
-    return pbt_config(values)
-
-
-def noisy(mean: float) -> List[float]:
-    """30 episodes spread +-200 around ``mean``: a lead of 60 over it is not significant at 0.05."""
-    return [mean + (200.0 if i % 2 else -200.0) for i in range(30)]
+    return dataclasses.replace(plain_rec(idx, objective, returns), family=family)
 
 
 def population(own_family: Optional[int], peer_families: List[Optional[int]]) -> tuple:
