@@ -26,6 +26,8 @@ def member(idx: int, ws: Path, runs: Path) -> List[str]:
            "pbt.initial_delay=0", "pbt.ready_after=0", f"pbt.eval_episodes={EPISODES}", "max_frames=120000",
            "num_envs=256", "sim_device=cpu", "rl_device=cpu", "torch_threads=1", f"train_dir={runs}",
            "experiment=evaluated"]
+    if idx == 0:  # never acts, so its learning does not depend on when its peer's records land
+        cmd += ["pbt.start_after=10000000"]
     if idx == 1:
         cmd += ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7"]
     return cmd
