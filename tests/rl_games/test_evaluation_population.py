@@ -1,7 +1,7 @@
 """A real two-member population ranked by ``pbt.eval_episodes``: every iteration's objective is the
 evaluation the member logged (deterministic actions, whole episodes), known at the first iteration
 and right after taking a donor's weights, and the SUMMARY reports it. Member 1 learns nothing (a
-constant learning rate of 1e-7), so it is replaced; member 0 learns."""
+constant learning rate of 1e-7), so it is replaced; member 0 learns and never acts."""
 import re
 import subprocess
 import sys
@@ -17,17 +17,18 @@ pytestmark = pytest.mark.training
 
 INTERVAL = 16_384
 EPISODES = 8
+NEVER = 10_000_000
+"""Member 0's start_after: it never acts (its peer may still copy it), so its learning does not depend
+on when its peer's records land."""
 EVALUATION_RE = re.compile(rf"evaluation: {EPISODES} episodes \(200 steps\), objective (\S+),")
 
 
 def member(idx: int, ws: Path, runs: Path) -> List[str]:
     cmd = [sys.executable, "-m", "pbt.train", "task=Pendulum", "pbt=pbt_default", "pbt.num_policies=2",
-           f"pbt.policy_idx={idx}", f"pbt.workspace={ws}", f"pbt.interval_steps={INTERVAL}", "pbt.start_after=0",
-           "pbt.initial_delay=0", "pbt.ready_after=0", f"pbt.eval_episodes={EPISODES}", "max_frames=120000",
+           f"pbt.policy_idx={idx}", f"pbt.workspace={ws}", f"pbt.interval_steps={INTERVAL}",
+           f"pbt.start_after={NEVER if idx == 0 else 0}", "pbt.initial_delay=0", "pbt.ready_after=0", f"pbt.eval_episodes={EPISODES}", "max_frames=120000",
            "num_envs=256", "sim_device=cpu", "rl_device=cpu", "torch_threads=1", f"train_dir={runs}",
            "experiment=evaluated"]
-    if idx == 0:  # never acts, so its learning does not depend on when its peer's records land
-        cmd += ["pbt.start_after=10000000"]
     if idx == 1:
         cmd += ["train.params.config.lr_schedule=constant", "train.params.config.learning_rate=1e-7"]
     return cmd
