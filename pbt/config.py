@@ -20,7 +20,7 @@ from pbt.errors import ConfigError, did_you_mean
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.network import NetworkMutationConfig
 from pbt.sections import PARSER, Section, parse_field, require, require_choice, section_keys, to_int, type_error
-from pbt.selection.base import SelectionGates
+from pbt.selection.base import EVALUATIONS, SelectionGates
 from pbt.selection.registry import STRATEGIES, default_settings, get_strategy
 from pbt.storage.record import check_policy_idx
 
@@ -198,6 +198,13 @@ class PbtConfig:
             raise ConfigError(
                 f"pbt.eval_window={self.eval_window} pools evaluations, but pbt.eval_episodes=0 runs none. "
                 "Set pbt.eval_episodes (e.g. pbt.eval_episodes=16) or drop pbt.eval_window."
+            )
+        if self.gates.significance_samples == EVALUATIONS and (self.eval_episodes == 0 or self.eval_window < 2):
+            raise ConfigError(
+                "pbt.significance_samples=evaluations tests the means of the pooled evaluations, but "
+                f"pbt.eval_episodes={self.eval_episodes} pbt.eval_window={self.eval_window} pools "
+                f"{'none' if self.eval_episodes == 0 else 'one'}: a test needs two per member. Set "
+                "pbt.eval_episodes (e.g. 16) and pbt.eval_window >= 3, or drop pbt.significance_samples."
             )
         get_strategy(self.selection)
         require_choice("restart_mode", self.restart_mode, RESTART_MODES, noun="modes")

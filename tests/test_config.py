@@ -180,7 +180,7 @@ FLAT_KEYS = [
     "pb2_quantile", "pb2_kappa", "pb2_max_data", "mfpbt_frequencies", "mfpbt_sizes",
     "max_lead", "max_donor_lag", "perturb_probability", "mutate_winners", "curriculum", "curriculum_mode", "wait_for_effect",
     "eval_episodes",
-    "eval_window", "significance_for",
+    "eval_window", "significance_for", "significance_samples",
 ]
 
 

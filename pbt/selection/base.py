@@ -28,7 +28,7 @@ from typing import (
 
 from pbt.sections import Section, require, require_choice
 from pbt.selection.population import View, diverged_significance, is_diverged, merge_params, population_view, rank
-from pbt.selection.stats import welch_greater
+from pbt.selection.stats import group_means, welch_greater
 
 if TYPE_CHECKING:
     from pbt.mutation.network import NetworkChange
@@ -43,6 +43,10 @@ EVERY_REPLACE = "every_replace"
 LAST_OF_FAMILY = "last_of_family"
 SIGNIFICANCE_FOR = (EVERY_REPLACE, LAST_OF_FAMILY)
 """Values of ``pbt.significance_for``."""
+EPISODES = "episodes"
+EVALUATIONS = "evaluations"
+SIGNIFICANCE_SAMPLES = (EPISODES, EVALUATIONS)
+"""Values of ``pbt.significance_samples``."""
 
 
 EffectPending = Optional[Tuple[int, int]]
@@ -138,6 +142,13 @@ class SelectionGates(Section):
     own family, is replaced on the strategy's lead alone: copies within a family follow their best
     at once, while a family's best-ranked member, and with it the family, goes only on a
     significant lead."""
+    significance_samples: str = EPISODES
+    """What the significance test counts as one sample: "episodes" (each episode's objective); or,
+    with ``pbt.eval_episodes`` and ``pbt.eval_window`` >= 2, "evaluations": the mean of each pooled
+    evaluation, one snapshot of the weights. The episodes of one evaluation vary only with their
+    initial states, so a test over episodes is sure of leads that the next PPO update undoes (at
+    scores near a random policy's, 0.0034 against 0.0002 passed at p=0.01 on 192 episodes); a test
+    over evaluations sees that swing, at the price of fewer samples (one per pooled evaluation)."""
     insignificant_lead: str = MUTATE
     """What an underperformer does when its donor's lead fails the significance test: "mutate" (keep
     its weights, explore its hyperparameters) or "keep" (change nothing until the evidence is
@@ -175,6 +186,7 @@ class SelectionGates(Section):
         require(self.initial_delay >= 0, "initial_delay", self.initial_delay, ">= 0")
         require_choice("insignificant_lead", self.insignificant_lead, INSIGNIFICANT_LEAD_ACTIONS, noun="actions")
         require_choice("significance_for", self.significance_for, SIGNIFICANCE_FOR, noun="values")
+        require_choice("significance_samples", self.significance_samples, SIGNIFICANCE_SAMPLES, noun="values")
 
     @property
     def ready_frames(self) -> int:
@@ -212,6 +224,9 @@ class Context:
     view: Optional[View] = None
     """The population as ranked (each member's record, at equal experience when the gate is on),
     computed once by :func:`pbt.selection.decide`; None: a hand-made Context (see :meth:`Strategy.view`)."""
+    evaluation_episodes: int = 0
+    """Episodes per evaluation (``pbt.eval_episodes``): the size of one sample of the significance test
+    with ``pbt.significance_samples=evaluations``; 0: members rank by training episodes."""
 
     @property
     def population(self) -> Union[int, Tuple[int, ...]]:
@@ -307,7 +322,7 @@ class Strategy(abc.ABC):
             kin = family_lives_on(own.record, donor, view, self.ctx.refused_donors)
             if kin is not None:
                 return True, f"; significance test skipped: {kin}"
-        return significance(donor, own.record, gates)
+        return significance(donor, own.record, gates, self.ctx.evaluation_episodes)
 
     def not_significant(
         self,
@@ -431,14 +446,21 @@ def family_lives_on(
     )
 
 
-def significance(donor: "Record", own: "Record", gates: SelectionGates) -> Tuple[bool, str]:
-    """(donor significantly better?, text) by a one-sided Welch t-test on per-episode objectives."""
+def significance(donor: "Record", own: "Record", gates: SelectionGates, evaluation_episodes: int = 0) -> Tuple[bool, str]:
+    """(donor significantly better?, text) by a one-sided Welch t-test on per-episode objectives, or
+    with ``significance_samples=evaluations`` on per-evaluation means (``evaluation_episodes`` each)."""
     if gates.significance is None:
         return True, ""
-    p = welch_greater(donor.episode_returns, own.episode_returns)
+    donor_samples, own_samples = list(donor.episode_returns), list(own.episode_returns)
+    unit = "episode"
+    if gates.significance_samples == EVALUATIONS and evaluation_episodes > 0:
+        donor_samples = group_means(donor_samples, evaluation_episodes)
+        own_samples = group_means(own_samples, evaluation_episodes)
+        unit = "evaluation"
+    p = welch_greater(donor_samples, own_samples)
     if p is None:
         return False, (
-            f"; too few episode samples for a significance test ({len(donor.episode_returns)} "
-            f"donor, {len(own.episode_returns)} own)"
+            f"; too few {unit} samples for a significance test ({len(donor_samples)} donor, {len(own_samples)} own)"
         )
-    return p < gates.significance, f"; Welch p={p:.3g} vs significance {gates.significance:g}"
+    over = "" if unit == "episode" else f" over {len(donor_samples)} and {len(own_samples)} evaluations"
+    return p < gates.significance, f"; Welch p={p:.3g}{over} vs significance {gates.significance:g}"

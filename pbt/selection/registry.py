@@ -61,6 +61,8 @@ class SelectionSettings(Protocol):
     def explore(self) -> ExploreConfig: ...
     @property
     def strategies(self) -> Mapping[str, Section]: ...
+    @property
+    def eval_episodes(self) -> int: ...
 
 
 logger = logging.getLogger(__name__)
@@ -165,6 +167,7 @@ def decide(
         perturb,
         None if isinstance(population, int) else population,
         explore.search_space,
+        evaluation_episodes=cfg.eval_episodes,
     )
     settings = cfg.strategies[cfg.selection]
     pairs: Dict[int, Pair] = {}

@@ -2,7 +2,7 @@
 Isaac Gym's Python 3.8 without them)."""
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from pbt.storage.bounds import is_sample
 
@@ -82,3 +82,14 @@ def welch_greater(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
     df_den = (var_a / len(a)) ** 2 / (len(a) - 1) + (var_b / len(b)) ** 2 / (len(b) - 1)
     df = se2 * se2 / df_den if df_den > 0 else float(len(a) + len(b) - 2)
     return student_t_sf(t, df)
+
+
+def group_means(values: Sequence[float], size: int) -> List[float]:
+    """Means of consecutive groups of ``size`` values counted from the end (the newest group last);
+    a partial group at the start is left out. A pooled evaluation window holds whole evaluations of
+    ``size`` episodes each, oldest first, so each mean is one evaluation's: one snapshot of weights."""
+    if size < 1:
+        raise ValueError(f"group size must be >= 1, got {size}")
+    whole = len(values) - len(values) % size
+    tail = list(values)[len(values) - whole :]
+    return [math.fsum(tail[i : i + size]) / size for i in range(0, whole, size)]

@@ -34,6 +34,10 @@ def member(idx: int, ws: Path, runs: Path) -> List[str]:
     return cmd
 
 
+def without_budget(cmd: List[str]) -> List[str]:
+    return [arg for arg in cmd if not arg.startswith("max_frames=")]
+
+
 def test_members_rank_publish_and_report_their_evaluation(tmp_path: Path) -> None:
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     logs = [open(tmp_path / f"member{idx}.log", "w+") for idx in range(2)]
@@ -92,12 +96,34 @@ def test_a_window_pools_evaluations_and_a_copy_carries_its_donors(tmp_path: Path
     assert after.objective is not None and after.objective > before.objective + 200, (before, after)
 
 
+def test_the_significance_test_counts_evaluations_when_asked(tmp_path: Path) -> None:
+    """``pbt.significance_samples=evaluations``: the crippled member's decisions test the means of its
+    and its donor's pooled evaluations (three each), not their 24 episodes, and a lead at every
+    snapshot (a learning member against one that learns nothing) still replaces it."""
+    ws, runs = tmp_path / "ws", tmp_path / "runs"
+    logs = [open(tmp_path / f"member{idx}.log", "w+") for idx in range(2)]
+    extra = ["pbt.eval_window=3", "pbt.significance_samples=evaluations", "max_frames=230000"]
+    # on the healthy member's steep climb its three snapshots spread by hundreds (p 0.05-0.23 at
+    # 80-115k frames); the lead passes once the climb flattens
+    procs = [subprocess.Popen(without_budget(member(idx, ws, runs)) + extra, cwd=str(REPO), env=worker_env(),
+                              stdout=log, stderr=subprocess.STDOUT) for idx, log in enumerate(logs)]
+    codes = [proc.wait(timeout=600) for proc in procs]
+    outputs = [(tmp_path / f"member{idx}.log").read_text() for idx in range(2)]
+    assert codes == [0, 0], [out[-3000:] for out in outputs]
+    crippled = [e for e in WorkspaceReader(ws, 2).read_lineage(1) if e.frame > 0]
+    tested = [e.reason for e in crippled if "Welch p=" in e.reason or "too few" in e.reason]
+    assert tested and all(" evaluations vs significance" in r or "evaluation samples" in r for r in tested), tested
+    taken = [i for i, e in enumerate(crippled) if e.action == "replace"]
+    assert taken, [(e.frame, e.action, e.reason) for e in crippled]
+    assert "over 3 and 3 evaluations" in crippled[taken[0]].reason, crippled[taken[0]].reason
+
+
 def test_a_resumed_member_starts_its_window_from_its_records_evaluations(tmp_path: Path) -> None:
     """A member stopped and started again resumes its newest record's weights and, with them, the
     evaluation episodes that record published: its first evaluation is pooled with them (its peer
     never starts: nothing here depends on one)."""
     ws, runs = tmp_path / "ws", tmp_path / "runs"
-    alone = [arg for arg in member(0, ws, runs) if not arg.startswith("max_frames=")]
+    alone = without_budget(member(0, ws, runs))
     for run, frames in enumerate((2 * INTERVAL, 3 * INTERVAL)):
         proc = subprocess.run(alone + ["pbt.eval_window=2", f"max_frames={frames}"],
                               cwd=str(REPO), env=worker_env(), capture_output=True, text=True, timeout=600)
