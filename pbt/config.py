@@ -20,7 +20,7 @@ from pbt.errors import ConfigError, did_you_mean
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.network import NetworkMutationConfig
 from pbt.sections import PARSER, Section, parse_field, require, require_choice, section_keys, to_int, type_error
-from pbt.selection.base import EVALUATIONS, SelectionGates
+from pbt.selection.base import EVALUATIONS, TRAINING, SelectionGates
 from pbt.selection.registry import STRATEGIES, default_settings, get_strategy
 from pbt.storage.record import check_policy_idx
 
@@ -205,6 +205,12 @@ class PbtConfig:
                 f"pbt.eval_episodes={self.eval_episodes} pbt.eval_window={self.eval_window} pools "
                 f"{'none' if self.eval_episodes == 0 else 'one'}: a test needs two per member. Set "
                 "pbt.eval_episodes (e.g. 16) and pbt.eval_window >= 3, or drop pbt.significance_samples."
+            )
+        if self.gates.significance_samples == TRAINING and self.eval_episodes == 0:
+            raise ConfigError(
+                "pbt.significance_samples=training tests the training episodes while members rank by a "
+                "deterministic evaluation, but pbt.eval_episodes=0: members rank by the training episodes "
+                "already. Set pbt.eval_episodes (e.g. 16), or drop pbt.significance_samples."
             )
         get_strategy(self.selection)
         require_choice("restart_mode", self.restart_mode, RESTART_MODES, noun="modes")

@@ -372,6 +372,7 @@ class PbtMember:
         mixed: bool = False,
         effect_pending: EffectPending = None,
         stop: Optional[Callable[[], bool]] = None,
+        training_returns: Sequence[float] = (),
     ) -> Iterator[Optional[Iteration]]:
         """Decide (publish, scan, decide), the scan kept open for the act and record steps run in the
         with-block (an object store lists once per iteration). None: the workspace could not be written
@@ -380,7 +381,7 @@ class PbtMember:
         self.flush_lineage()
         iteration = self.last_iteration = frame // self.pbt.interval_steps
         try:
-            own = self._publish(iteration, frame, objective, state, episode_returns, mixed)
+            own = self._publish(iteration, frame, objective, state, episode_returns, mixed, training_returns)
         except WorkspaceError as exc:
             outlive(self.pbt, exc, f"could not publish iteration {iteration}", self.last_iteration)
             self.write_failing = True
@@ -442,10 +443,17 @@ class PbtMember:
         return Iteration(decision, own.frame, objective, time.time(), peers, best)
 
     def publish_now(
-        self, frame: int, objective: Optional[float], state: Mapping[str, Any], episode_returns: Sequence[float]
+        self,
+        frame: int,
+        objective: Optional[float],
+        state: Mapping[str, Any],
+        episode_returns: Sequence[float],
+        training_returns: Sequence[float] = (),
     ) -> Record:
         """Publish the current state as this iteration's record (before the process stops)."""
-        record = self._publish(frame // self.pbt.interval_steps, frame, objective, state, episode_returns)
+        record = self._publish(
+            frame // self.pbt.interval_steps, frame, objective, state, episode_returns, training_returns=training_returns
+        )
         self.flush_lineage()
         return record
 
@@ -457,6 +465,7 @@ class PbtMember:
         state: Mapping[str, Any],
         episode_returns: Sequence[float],
         mixed: bool = False,
+        training_returns: Sequence[float] = (),
     ) -> Record:
         """Note both histories (a ``mixed`` objective stays out of them), then write the record."""
         self.history.note(iteration, None if mixed else objective)
@@ -474,6 +483,7 @@ class PbtMember:
             stage=None if self.curriculum is None else (self.curriculum.stage, self.curriculum.since),
             evaluated=self.pbt.eval_episodes > 0,
             family=self.lineage.family,
+            training_returns=training_returns,
         )
 
     def entry(

@@ -197,6 +197,7 @@ class WorkerObserver(AlgoObserver):
                 scalars,
                 task_setters=live() if live else None,
                 stop=lambda: self.stop_signal is not None,
+                training=None if self.evaluator is None else self.score,
             )
 
     def restore_checkpoint(self, agent: AgentAdapter, checkpoint: str) -> List[float]:

@@ -18,6 +18,7 @@ from typing import (
     Callable,
     ClassVar,
     Dict,
+    List,
     Mapping,
     Optional,
     Sequence,
@@ -45,7 +46,8 @@ SIGNIFICANCE_FOR = (EVERY_REPLACE, LAST_OF_FAMILY)
 """Values of ``pbt.significance_for``."""
 EPISODES = "episodes"
 EVALUATIONS = "evaluations"
-SIGNIFICANCE_SAMPLES = (EPISODES, EVALUATIONS)
+TRAINING = "training"
+SIGNIFICANCE_SAMPLES = (EPISODES, EVALUATIONS, TRAINING)
 """Values of ``pbt.significance_samples``."""
 
 
@@ -143,12 +145,15 @@ class SelectionGates(Section):
     at once, while a family's best-ranked member, and with it the family, goes only on a
     significant lead."""
     significance_samples: str = EPISODES
-    """What the significance test counts as one sample: "episodes" (each episode's objective); or,
-    with ``pbt.eval_episodes`` and ``pbt.eval_window`` >= 2, "evaluations": the mean of each pooled
-    evaluation, one snapshot of the weights. The episodes of one evaluation vary only with their
-    initial states, so a test over episodes is sure of leads that the next PPO update undoes (at
-    scores near a random policy's, 0.0034 against 0.0002 passed at p=0.01 on 192 episodes); a test
-    over evaluations sees that swing, at the price of fewer samples (one per pooled evaluation)."""
+    """What the significance test counts as one sample: "episodes" (each ranked episode's objective:
+    the training episodes', or with ``pbt.eval_episodes`` the pooled evaluations'). With
+    ``pbt.eval_episodes``: "evaluations" (needs ``pbt.eval_window`` >= 2): the mean of each pooled
+    evaluation, one snapshot of the weights, so the swing between PPO updates counts as noise; or
+    "training": the training episodes (which records carry beside the evaluations), so members rank
+    by evaluation while a replace needs a lead in the stochastic policy's returns. Near a random
+    policy's score a deterministic evaluation is consistent from snapshot to snapshot, so leads
+    there pass a test over its episodes or snapshots (0.0034 against 0.0002 at p=0.01 on 192
+    episodes), while training returns overlap."""
     insignificant_lead: str = MUTATE
     """What an underperformer does when its donor's lead fails the significance test: "mutate" (keep
     its weights, explore its hyperparameters) or "keep" (change nothing until the evidence is
@@ -453,7 +458,10 @@ def significance(donor: "Record", own: "Record", gates: SelectionGates, evaluati
         return True, ""
     donor_samples, own_samples = list(donor.episode_returns), list(own.episode_returns)
     unit = "episode"
-    if gates.significance_samples == EVALUATIONS and evaluation_episodes > 0:
+    if gates.significance_samples == TRAINING:
+        donor_samples, own_samples = training_samples(donor), training_samples(own)
+        unit = "training episode"
+    elif gates.significance_samples == EVALUATIONS and evaluation_episodes > 0:
         donor_samples = group_means(donor_samples, evaluation_episodes)
         own_samples = group_means(own_samples, evaluation_episodes)
         unit = "evaluation"
@@ -462,5 +470,15 @@ def significance(donor: "Record", own: "Record", gates: SelectionGates, evaluati
         return False, (
             f"; too few {unit} samples for a significance test ({len(donor_samples)} donor, {len(own_samples)} own)"
         )
-    over = "" if unit == "episode" else f" over {len(donor_samples)} and {len(own_samples)} evaluations"
+    over = {
+        "episode": "",
+        "training episode": f" over {len(donor_samples)} and {len(own_samples)} training episodes",
+        "evaluation": f" over {len(donor_samples)} and {len(own_samples)} evaluations",
+    }[unit]
     return p < gates.significance, f"; Welch p={p:.3g}{over} vs significance {gates.significance:g}"
+
+
+def training_samples(record: "Record") -> List[float]:
+    """A record's training episodes: carried beside its evaluations (``training_returns``), or its
+    episodes when they are the training episodes themselves (a member ranking by them)."""
+    return list(record.training_returns) if record.evaluated else list(record.episode_returns)

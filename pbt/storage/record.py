@@ -107,6 +107,9 @@ class Record:
     evaluated: bool = False
     """True when ``episode_returns`` are deterministic evaluations' episodes (``pbt.eval_episodes``),
     which a copy's evaluation window may start from; False: training episodes (and older records)."""
+    training_returns: List[float] = field(default_factory=list)
+    """With evaluations (``evaluated``): the member's recent training episodes' per-episode objectives
+    as well, which ``pbt.significance_samples=training`` tests; empty otherwise (and in older records)."""
     family: Optional[int] = None
     """The member's family: the starting member whose weights this checkpoint carries, followed
     through every replace (its own policy_idx until it first takes a donor's weights). None:
@@ -128,6 +131,8 @@ class Record:
                 del data[name]
         if not data["evaluated"]:  # without evaluations too
             del data["evaluated"]
+        if not data["training_returns"]:
+            del data["training_returns"]
         if data["family"] is None:  # and records that do not know their family
             del data["family"]
         return data
@@ -154,6 +159,7 @@ class Record:
                 time=wall_time(data.get("time", 0.0), "time"),
                 episode_returns=_numbers(data.get("episode_returns")),
                 evaluated=_bool_field(data, "evaluated"),
+                training_returns=_numbers(data.get("training_returns"), "training_returns"),
                 frames_since_replace=_int_field(data, "frames_since_replace", MAX_COUNT, 0),
                 version=_int_field(data, "version", MAX_COUNT, RECORD_VERSION),
                 network=_network(data.get("network")),
@@ -183,6 +189,7 @@ _RECORD_KEYS = frozenset(f.name for f in fields(Record)) - {
     "stage",
     "stage_frame",
     "evaluated",
+    "training_returns",
     "family",
 }  # optional
 
@@ -369,12 +376,12 @@ def readable_numbers(
     return objective, kept
 
 
-def _numbers(value: Any) -> List[float]:
+def _numbers(value: Any, name: str = "episode_returns") -> List[float]:
     if value is None:
         return []
     if type(value) is not list or len(value) > MAX_EPISODE_RETURNS:
-        raise ValueError(f"episode_returns must be a list of numbers, got {type(value).__name__}")
-    return [bounded_float(v, "episode_returns[]") for v in value]
+        raise ValueError(f"{name} must be a list of at most {MAX_EPISODE_RETURNS} numbers, got {type(value).__name__}")
+    return [bounded_float(v, f"{name}[]") for v in value]
 
 
 def numpy_kind(value: Any) -> Optional[str]:

@@ -160,6 +160,7 @@ class Workspace(WorkspaceReader):
         stage: Optional[Tuple[int, int]] = None,
         evaluated: bool = False,
         family: Optional[int] = None,
+        training_returns: Iterable[float] = (),
     ) -> Record:
         """Serialize ``state`` (rl_games' full state) and publish it with its record."""
         return self.publish(
@@ -175,6 +176,7 @@ class Workspace(WorkspaceReader):
             stage,
             evaluated,
             family,
+            training_returns,
         )
 
     def publish(
@@ -191,12 +193,14 @@ class Workspace(WorkspaceReader):
         stage: Optional[Tuple[int, int]] = None,
         evaluated: bool = False,
         family: Optional[int] = None,
+        training_returns: Iterable[float] = (),
     ) -> Record:
         """Publish already-serialized checkpoint bytes: write the ``.pth``, then the ``.yaml``
         (``history``: what the record carries about the member's past, :class:`Histories`;
         ``stage``: (curriculum stage, frame it was entered) with a curriculum; ``evaluated``:
         ``episode_returns`` are evaluation episodes, :attr:`Record.evaluated`; ``family``: the
-        family of the weights, :attr:`Record.family`)."""
+        family of the weights, :attr:`Record.family`; ``training_returns``: with evaluations, the
+        training episodes too, :attr:`Record.training_returns`)."""
         if iteration < 0:
             raise WorkspaceError(f"iteration must be >= 0, got {iteration}")
         if not checkpoint_bytes:
@@ -204,11 +208,13 @@ class Workspace(WorkspaceReader):
         try:
             objective_value = None if objective is None else float(objective)
             returns = [float(x) for x in episode_returns]
+            training = [float(x) for x in training_returns]
         except (TypeError, ValueError, OverflowError) as exc:
             raise WorkspaceError(f"objective and episode_returns must be numbers: {exc}") from exc
         objective_value, returns = readable_numbers(
             objective_value, returns, f"member {self.policy_idx} iteration {iteration}"
         )
+        _, training = readable_numbers(None, training, f"member {self.policy_idx} iteration {iteration} (training)")
         record = Record(
             policy_idx=self.policy_idx,
             iteration=int(iteration),
@@ -220,6 +226,7 @@ class Workspace(WorkspaceReader):
             time=time.time(),
             episode_returns=returns,
             evaluated=bool(evaluated),
+            training_returns=training if evaluated else [],
             frames_since_replace=int(frames_since_replace),
             network=None if network is None else to_plain(dict(network), "network"),
             history=plain_history(history.objectives),

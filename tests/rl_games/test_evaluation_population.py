@@ -96,26 +96,35 @@ def test_a_window_pools_evaluations_and_a_copy_carries_its_donors(tmp_path: Path
     assert after.objective is not None and after.objective > before.objective + 200, (before, after)
 
 
-def test_the_significance_test_counts_evaluations_when_asked(tmp_path: Path) -> None:
-    """``pbt.significance_samples=evaluations``: the crippled member's decisions test the means of its
-    and its donor's pooled evaluations (three each), not their 24 episodes, and a lead at every
-    snapshot (a learning member against one that learns nothing) still replaces it."""
+@pytest.mark.parametrize("samples", ["evaluations", "training"])
+def test_the_significance_test_counts_what_it_is_asked_to(tmp_path: Path, samples: str) -> None:
+    """``pbt.significance_samples``: the crippled member's decisions test the means of its and its
+    donor's pooled evaluations (three each), or the training episodes their records carry beside
+    the evaluations, and a lead at every snapshot (a learning member against one that learns nothing)
+    still replaces it."""
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     logs = [open(tmp_path / f"member{idx}.log", "w+") for idx in range(2)]
-    extra = ["pbt.eval_window=3", "pbt.significance_samples=evaluations", "max_frames=230000"]
+    extra = ["pbt.eval_window=3", f"pbt.significance_samples={samples}", "max_frames=230000"]
     # on the healthy member's steep climb its three snapshots spread by hundreds (p 0.05-0.23 at
-    # 80-115k frames); the lead passes once the climb flattens
+    # 80-115k frames); the lead over evaluations passes once the climb flattens
     procs = [subprocess.Popen(without_budget(member(idx, ws, runs)) + extra, cwd=str(REPO), env=worker_env(),
                               stdout=log, stderr=subprocess.STDOUT) for idx, log in enumerate(logs)]
     codes = [proc.wait(timeout=600) for proc in procs]
     outputs = [(tmp_path / f"member{idx}.log").read_text() for idx in range(2)]
     assert codes == [0, 0], [out[-3000:] for out in outputs]
-    crippled = [e for e in WorkspaceReader(ws, 2).read_lineage(1) if e.frame > 0]
+    reader = WorkspaceReader(ws, 2)
+    crippled = [e for e in reader.read_lineage(1) if e.frame > 0]
     tested = [e.reason for e in crippled if "Welch p=" in e.reason or "too few" in e.reason]
-    assert tested and all(" evaluations vs significance" in r or "evaluation samples" in r for r in tested), tested
+    unit = " evaluations vs significance" if samples == "evaluations" else " training episodes vs significance"
+    assert tested and all(unit in r or "samples for a significance test" in r for r in tested), tested
     taken = [i for i, e in enumerate(crippled) if e.action == "replace"]
     assert taken, [(e.frame, e.action, e.reason) for e in crippled]
-    assert "over 3 and 3 evaluations" in crippled[taken[0]].reason, crippled[taken[0]].reason
+    if samples == "evaluations":
+        assert "over 3 and 3 evaluations" in crippled[taken[0]].reason, crippled[taken[0]].reason
+    else:  # the records carry both: the evaluations ranked and the training episodes tested
+        record = reader.latest_record(0)
+        assert record is not None and record.evaluated and len(record.episode_returns) == 3 * EPISODES
+        assert len(record.training_returns) >= 100, len(record.training_returns)
 
 
 def test_a_resumed_member_starts_its_window_from_its_records_evaluations(tmp_path: Path) -> None:

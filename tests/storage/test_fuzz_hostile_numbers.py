@@ -55,6 +55,8 @@ DIMS = continuous_dims(parse_space("fuzz", SPACE))
 STRATEGIES: List[Dict[str, Any]] = [
     {"selection": "dexpbt", "replace_fraction_worst": 0.34, "replace_fraction_best": 0.6},
     {"selection": "threshold"}, {"selection": "threshold", "significance_for": "last_of_family"},
+    {"selection": "threshold", "eval_episodes": 2, "eval_window": 2, "significance_samples": "evaluations"},
+    {"selection": "threshold", "eval_episodes": 2, "significance_samples": "training"},
     {"selection": "truncation", "quantile": 0.34},
     {"selection": "tournament", "tournament_size": 3, "elitism": False, "eval_loop": 3},
     {"selection": "mfpbt", "mfpbt_frequencies": [1, 2]}]
@@ -70,7 +72,8 @@ def record_data(idx: int, changes: Dict[str, Any]) -> Dict[str, Any]:
                             "params": {LR: 1e-3}, "checkpoint": "000003.pth", "checksum": SUM, "time": 1.0,
                             "episode_returns": [1.0, 2.0, 1.5], "frames_since_replace": 10 ** 6, "version": 1,
                             "history": {"1": 0.5, "2": 0.7}, "param_history": {"1": {LR: 1e-4}, "2": {LR: 2e-3}},
-                            "gains": {"2": 0.2, "3": 0.3 + idx}, "family": idx % 2}
+                            "gains": {"2": 0.2, "3": 0.3 + idx}, "family": idx % 2, "evaluated": True,
+                            "training_returns": [0.5, 1.0 + idx, 0.7]}
     data.update(changes)
     return data
 
@@ -79,6 +82,7 @@ def check_bounded(record: Record) -> None:
     assert 0 <= record.frame <= MAX_FRAMES and 0 <= record.iteration <= MAX_FRAMES
     assert math.isfinite(record.time) and 0 <= record.time <= MAX_TIME
     assert all(is_sample(v) for v in record.episode_returns)
+    assert all(is_sample(v) for v in record.training_returns)
     assert all(v is None or is_sample(v) for v in record.history.values())
     assert record.objective is None or not math.isfinite(record.objective) or abs(record.objective) <= MAX_ABS_VALUE
     assert all(is_sample(v) for v in record.gains.values())
@@ -90,7 +94,7 @@ def check_bounded(record: Record) -> None:
 
 ITERATIONS = st.sampled_from(["1", "2", "3", "9" * 16, "x", "-1", "", "1e3", "\u0663"])
 record_changes = st.dictionaries(
-    st.sampled_from(FIELDS + ("episode_returns", "history", "params", "gains", "param_history")),
+    st.sampled_from(FIELDS + ("episode_returns", "training_returns", "history", "params", "gains", "param_history")),
     st.one_of(EXTREME, st.integers(0, 70), st.lists(EXTREME, max_size=6),
               st.dictionaries(ITERATIONS, EXTREME, max_size=3),
               st.dictionaries(ITERATIONS, st.one_of(st.fixed_dictionaries({LR: EXTREME}), EXTREME), max_size=3),

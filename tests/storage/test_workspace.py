@@ -152,6 +152,21 @@ def test_a_record_says_whose_weights_it_carries(tmp_path: Path) -> None:
             Record.from_dict(dict(known.to_dict(), family=junk))
 
 
+def test_a_record_with_evaluations_carries_the_training_episodes_too(tmp_path: Path) -> None:
+    """``training_returns``: written only beside evaluations (a record of training episodes needs
+    no second copy of them), non-finite values left out as from ``episode_returns``, and anything
+    but a list of numbers refused, as every field a peer writes."""
+    ws = Workspace(tmp_path, 0, 1)
+    both = ws.publish(1, 10, 1.0, {}, b"data", [1.0, 2.0], evaluated=True, training_returns=[0.5, math.inf, 0.25])
+    assert read_record(tmp_path / "000" / "000001.yaml") == both and both.training_returns == [0.5, 0.25]
+    ws.publish(2, 20, 1.0, {}, b"data", [1.0, 2.0], training_returns=[0.5])  # training episodes ranked: none
+    text = (tmp_path / "000" / "000002.yaml").read_text()
+    assert "training_returns" not in text and read_record(tmp_path / "000" / "000002.yaml").training_returns == []
+    for junk in ("0.5", [0.5, "x"], [True], {"a": 1.0}, [0.0] * 100_001, [1e309]):
+        with pytest.raises(CorruptRecordError, match="training_returns"):
+            Record.from_dict(dict(both.to_dict(), training_returns=junk))
+
+
 def test_the_family_of_a_members_weights_follows_its_lineage() -> None:
     took = LineageEntry(2, 4, 400, "replace", donor=5, donor_iteration=4, family=1)
     mutated = LineageEntry(2, 5, 500, "mutate")
