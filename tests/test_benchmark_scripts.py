@@ -16,8 +16,8 @@ import pytest
 
 from conftest import REPO
 
-SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "network_mutation.py", "outcome_frontier.py",
-           "outcome_seeds.py", "setting_sweep.py"]
+SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "lineage_summary.py", "network_mutation.py",
+           "outcome_frontier.py", "outcome_seeds.py", "setting_sweep.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -90,6 +90,33 @@ def test_outcome_frontier_without_a_policy_at_the_budget_says_what_to_give(tmp_p
     assert done.returncode != 0
     assert "its source ablation (--from) is not at hand" in done.stderr
     assert "no played policy at the target's budget: give ablation results or setting sweeps" in done.stderr
+
+
+def test_lineage_summary_reads_copies_the_best_runs_loss_and_the_one_family(tmp_path) -> None:
+    """Three members; member 1 ran best alone. Member 0 takes 1's weights at 300 frames, member 1
+    takes 2's at 400 (significance test skipped: its family lives on in 0), then member 2 takes 0's
+    at 500: every member carries member 1's weights from then on."""
+    from pbt.storage.lineage import LineageEntry
+
+    events = {
+        0: [LineageEntry(0, 3, 300, "replace", "replace: ...", donor=1, donor_iteration=3, time=3.0)],
+        1: [LineageEntry(1, 2, 200, "mutate", "mutate only, lead not significant: ...", time=2.0),
+            LineageEntry(1, 4, 400, "replace", "replace: ...", donor=0, donor_iteration=4, time=4.0)],
+        2: [LineageEntry(2, 5, 500, "replace", "replace: ...", donor=0, donor_iteration=5, time=5.0)],
+    }
+    arm = tmp_path / "keep" / "set0" / "threshold"
+    arm.mkdir(parents=True)
+    for idx, entries in events.items():
+        (arm / f"lineage_{idx}.jsonl").write_bytes(b"".join(e.to_json_line() for e in entries))
+    result = {"sets": [{"seed_set": 0, "arms": {"no_pbt": {"scores": [0.1, 0.3, 0.2]},
+                                                "threshold": {"scores": [0.5, 0.4, 0.45]}}}]}
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lineage_summary.py"), "--result",
+                           str(tmp_path / "result.json"), "--keep_dir", str(tmp_path / "keep")],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = done.stderr.strip().splitlines()[-1]
+    assert row == "| 0 | 3 | 1 | 1 | member 1: 400 | 500 (2 took 0) | member 1's ([0, 1, 2]) |", row
 
 
 def test_ablation_reseed_keeps_the_samples_and_draws_other_seeds() -> None:
