@@ -452,7 +452,12 @@ class PbtMember:
     ) -> Record:
         """Publish the current state as this iteration's record (before the process stops)."""
         record = self._publish(
-            frame // self.pbt.interval_steps, frame, objective, state, episode_returns, training_returns=training_returns
+            frame // self.pbt.interval_steps,
+            frame,
+            objective,
+            state,
+            episode_returns,
+            training_returns=training_returns,
         )
         self.flush_lineage()
         return record

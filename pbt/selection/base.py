@@ -451,7 +451,9 @@ def family_lives_on(
     )
 
 
-def significance(donor: "Record", own: "Record", gates: SelectionGates, evaluation_episodes: int = 0) -> Tuple[bool, str]:
+def significance(
+    donor: "Record", own: "Record", gates: SelectionGates, evaluation_episodes: int = 0
+) -> Tuple[bool, str]:
     """(donor significantly better?, text) by a one-sided Welch t-test on per-episode objectives, or
     with ``significance_samples=evaluations`` on per-evaluation means (``evaluation_episodes`` each)."""
     if gates.significance is None:
