@@ -1,6 +1,7 @@
 """One PBT member's life, without torch: start-up (resume or initial mutation), the PBT iteration
 (decide: publish, scan, decide; the caller acts; record: lineage, best copy, retention) and the
-restart plan.
+restart plan. What it knows of its peers is :mod:`pbt.peers`; how it outlives a failed write,
+:mod:`pbt.write_errors`.
 
 The rl_games glue (:mod:`pbt.rl_games`) feeds it numbers and an opaque state dict; every byte on
 disk goes through :class:`pbt.storage.Workspace`; every decision comes from
@@ -15,7 +16,7 @@ import random
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence
 
 from pbt.config import PbtConfig
 from pbt.curriculum.member import curriculum_state, restore_stage, stage_decision
@@ -30,6 +31,7 @@ from pbt.mutation.scheme import report_explore
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
 from pbt.pacing import fresh_donor, waits_for_donor
+from pbt.peers import DonorRefusals, PeerWatch
 from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
 from pbt.selection.base import EffectPending
@@ -37,56 +39,15 @@ from pbt.selection.experience import ObjectiveHistory
 from pbt.selection.pb2_data import IntervalHistory
 from pbt.storage import LineageEntry, Record, Workspace
 from pbt.storage.format import LOCK_FILE
-from pbt.storage.lineage import INPLACE, STARTUP, weights_origin
-from pbt.storage.liveness import ALIVE, FINISHED, STALE, MemberLiveness, PeerStatus, peer_status
+from pbt.storage.lineage import INPLACE, STARTUP
+from pbt.storage.liveness import STALE, MemberLiveness
 from pbt.storage.record import Histories
+from pbt.write_errors import LineageLog, outlive
 
 log = logging.getLogger(__name__)
 
 #: Where a member keeps the checkpoint it restarts from (inside its own run directory).
 RESTART_CHECKPOINT = Path("pbt") / "restart_checkpoint.pth"
-
-
-def refused_stale_donors(records: Iterable[Record], stale: Iterable[int]) -> Set[int]:
-    """Members that must not be donors: the stale (dead-looking) ones, except those whose record
-    holds the population's best objective (then their weights are still the best there is).
-
-    Pure: ``records`` are the newest records the member ranks (its own included), ``stale`` the
-    indices whose heartbeat is older than ``pbt.heartbeat_timeout``.
-    """
-    records = list(records)
-    stale = set(stale)
-    known = [float(r.objective) for r in records if r.objective is not None and r.has_objective]
-    best = max(known) if known else None
-    return {r.policy_idx for r in records if r.policy_idx in stale and not (r.has_objective and r.objective == best)}
-
-
-def is_io_error(exc: BaseException) -> bool:
-    """True when ``exc`` (a WorkspaceError) was caused by the OS refusing a read or write (disk
-    full, read-only filesystem, permissions, I/O error), not by bad data."""
-    seen = 0
-    current: Optional[BaseException] = exc
-    while current is not None and seen < 10:
-        if isinstance(current, OSError):
-            return True
-        current = current.__cause__
-        seen += 1
-    return False
-
-
-def outlive(cfg: PbtConfig, exc: WorkspaceError, what: str, iteration: int) -> None:
-    """Log a workspace I/O error and return under ``pbt.on_write_error=retry`` (training goes on, the
-    next interval tries again); raise it otherwise."""
-    if cfg.on_write_error == "fail" or not is_io_error(exc):
-        raise exc
-    log.error(
-        "PBT policy %d: %s: %s. Training goes on; the next PBT interval (frame %d) tries again "
-        "(pbt.on_write_error=retry; set it to fail to stop instead).",
-        cfg.policy_idx,
-        what,
-        str(exc).rstrip("."),
-        (iteration + 1) * cfg.interval_steps,
-    )
 
 
 def resumed_params(configured: Mapping[str, Any], saved: Any, cfg: PbtConfig, source: str) -> Dict[str, Any]:
@@ -633,119 +594,3 @@ def plan_restart(
         overrides.update(network_overrides(member.network))
     overrides["experiment"] = member.cfg["experiment"]
     return RestartPlan(dest, build_restart_argv(member.argv, overrides, str(dest)))
-
-
-class DonorRefusals:
-    """The donors a member refused: each refusal logged once per member and reason; a refused
-    checkpoint stays refused while it is that member's newest."""
-
-    def __init__(self, policy_idx: int) -> None:
-        self.policy_idx = policy_idx
-        self.checksums: Set[str] = set()
-        self.logged: Set[Tuple[int, str]] = set()
-
-    def now(self, peers: Mapping[int, Record], stale: Iterable[int]) -> Set[int]:
-        """The members refused as donors at this iteration: the stale ones (:func:`refused_stale_donors`)
-        and those whose newest checkpoint was refused."""
-        refused = refused_stale_donors(peers.values(), stale)
-        return refused | {i for i, r in peers.items() if r.checksum in self.checksums}
-
-    def refuse(self, idx: int, why: str, checksum: Optional[str] = None) -> None:
-        for seen in (self.checksums, self.logged):
-            if len(seen) > 1000:  # a peer writing new junk every time: stay bounded
-                seen.clear()
-        if checksum:
-            self.checksums.add(checksum)
-        if (idx, why) in self.logged:
-            return
-        self.logged.add((idx, why))
-        log.warning(
-            "PBT policy %d: refusing member %d as a donor: %s. It stays ranked but neither its weights nor "
-            "its hyperparameters are taken while its record is like this.",
-            self.policy_idx,
-            idx,
-            why,
-        )
-
-
-class LineageLog:
-    """A member's lineage writes under ``pbt.on_write_error``: with "retry" an I/O failure keeps the
-    entries pending (logged) for the next try, so a full disk loses no PBT event while the process
-    lives. It also follows the family of the member's weights (:attr:`Record.family`)."""
-
-    def __init__(self, workspace: Workspace, on_write_error: str) -> None:
-        self.workspace = workspace
-        self.on_write_error = on_write_error
-        self.pending: List[LineageEntry] = []
-        self.family: Optional[int] = workspace.policy_idx  # a fresh member carries its own weights
-
-    def restore(self) -> int:
-        """After a (re)start: the family from the lineage written so far; returns the frame of the
-        last replace (0: none)."""
-        replaced_at, self.family = weights_origin(
-            self.workspace.read_lineage() + self.pending, self.workspace.policy_idx
-        )
-        return replaced_at
-
-    def append(self, entry: LineageEntry) -> None:
-        if entry.donor is not None:  # the event took a checkpoint: the weights are of its family now
-            self.family = entry.family
-        self.pending.append(entry)
-        self.flush()
-
-    def flush(self) -> bool:
-        """Append the pending entries in order; True when nothing is pending."""
-        while self.pending:
-            try:
-                self.workspace.append_lineage(self.pending[0])
-            except WorkspaceError as exc:
-                if self.on_write_error == "fail" or not is_io_error(exc):
-                    raise
-                log.error(
-                    "PBT policy %d: could not append to its lineage (%s); %d entr%s kept in memory and "
-                    "written at the next PBT interval",
-                    self.workspace.policy_idx,
-                    str(exc).rstrip("."),
-                    len(self.pending),
-                    "y" if len(self.pending) == 1 else "ies",
-                )
-                return False
-            self.pending.pop(0)
-        return True
-
-
-class PeerWatch:
-    """Peers' liveness from their heartbeats, logging each change of a peer's state once."""
-
-    def __init__(self, workspace: Workspace, heartbeat_timeout: float) -> None:
-        self.workspace = workspace
-        self.timeout = heartbeat_timeout
-        self.states: Dict[int, str] = {}
-
-    def check(self, now: Optional[float] = None) -> Dict[int, PeerStatus]:
-        me = self.workspace.policy_idx
-        statuses: Dict[int, PeerStatus] = {}
-        for idx in self.workspace.population_indices():
-            if idx == me:
-                continue
-            status = peer_status(self.workspace.store, self.workspace.member_key(idx), self.timeout, now)
-            statuses[idx] = status
-            state = FINISHED if status.beat is not None and status.beat.state == FINISHED else status.state
-            previous = self.states.get(idx)
-            if state == previous:
-                continue
-            self.states[idx] = state
-            if state == STALE:
-                log.warning(
-                    "PBT policy %d: member %d looks dead (%s; limit pbt.heartbeat_timeout=%g s). It is no "
-                    "donor unless its record is the population best, and the others carry on without it.",
-                    me,
-                    idx,
-                    status.describe(),
-                    self.timeout,
-                )
-            elif state == FINISHED:
-                log.info("PBT policy %d: member %d finished training (%s)", me, idx, status.describe())
-            elif state == ALIVE and previous == STALE:
-                log.warning("PBT policy %d: member %d is alive again (%s)", me, idx, status.describe())
-        return statuses

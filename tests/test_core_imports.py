@@ -5,7 +5,7 @@ import sys
 from conftest import REPO
 
 CORE = ["pbt", "pbt.config", "pbt.keys", "pbt.sections", "pbt.procfs", "pbt.mutation", "pbt.selection",
-        "pbt.storage", "pbt.storage.liveness", "pbt.storage.checkpoints", "pbt.restart", "pbt.member",
+        "pbt.storage", "pbt.storage.liveness", "pbt.storage.checkpoints", "pbt.restart", "pbt.member", "pbt.peers", "pbt.write_errors",
         "pbt.elastic", "pbt.selection.membership", "pbt.selection.pb2", "pbt.selection.pb2_data", "pbt.selection.pb2_model",
         "pbt.selection.mfpbt",
         "pbt.objective", "pbt.tasks", "pbt.tasks.registry", "pbt.tasks.base", "pbt.tasks.isaacgym",

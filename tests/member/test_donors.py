@@ -7,7 +7,7 @@ import pytest
 
 from conftest import pbt_config
 from pbt.config import PbtConfig
-from pbt.member import refused_stale_donors
+from pbt.peers import refused_stale_donors
 from pbt.selection import REPLACE, MemberState, decide
 from pbt.storage.record import Record
 

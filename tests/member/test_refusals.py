@@ -47,7 +47,7 @@ def test_a_leader_with_junk_hyperparameters_is_refused_and_logged_once(tmp_path:
     member = member_with_fake_checkpoints(tmp_path, ws)
     peer = Workspace(ws, 1, 2)
     try:
-        with caplog.at_level(logging.WARNING, logger="pbt.member"):
+        with caplog.at_level(logging.WARNING, logger="pbt.peers"):
             for iteration in (1, 2, 3):
                 peer.publish(iteration, iteration * 1000, 100.0, {LR: "abc", GAMMA: 0.9}, b"peer %d" % iteration)
                 decision = decide_only(member, iteration * 1000, 1.0, {}, [1.0])

@@ -6,7 +6,7 @@ from typing import List
 import pytest
 
 from pbt.errors import ConfigError, WorkspaceError
-from pbt.member import is_io_error
+from pbt.write_errors import is_io_error
 from pbt.storage import NotFound, Refused
 from pbt.storage.backend import exists, holds_prefix, move
 from pbt.storage.objectlog import COMPACT_EVERY
