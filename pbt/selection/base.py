@@ -140,10 +140,11 @@ class SelectionGates(Section):
     """Which replaces the significance test guards: "every_replace"; or "last_of_family": only one
     that would take the last copy of a family's weights out of the population (a family: the starting
     member whose weights a member carries, followed through every replace). A member whose family
-    lives on in a member ranked above it that is not refused as a donor, or whose donor is of its
+    lives on in a member ranked above it that is not refused as a donor and has trained at least as
+    long since its copy (a younger copy still plays its donor's weights), or whose donor is of its
     own family, is replaced on the strategy's lead alone: copies within a family follow their best
-    at once, while a family's best-ranked member, and with it the family, goes only on a
-    significant lead."""
+    at once, while a family's best-ranked (or longest-trained) member, and with it the family, goes
+    only on a significant lead."""
     significance_samples: str = EPISODES
     """What the significance test counts as one sample: "episodes" (each ranked episode's objective:
     the training episodes', or with ``pbt.eval_episodes`` the pooled evaluations'). With
@@ -430,10 +431,13 @@ def family_lives_on(
 ) -> Optional[str]:
     """Why replacing ``own``'s weights with ``donor``'s loses no family (None: it may; an unknown
     family never matches). Another member carries ``own``'s family when its record in ``view`` says
-    so, it ranks above ``own`` and it is not ``refused`` as a donor. Only one ranked above counts:
+    so, it ranks above ``own``, it is not ``refused`` as a donor, and it has trained at least as long
+    since its weights were copied as ``own`` has since its own were. Only one ranked above counts:
     members decide at the same time from records written before their decisions, so two members
     of one family that each counted the other could both be replaced; the family's best-ranked
-    member is always tested."""
+    member is always tested. Only one as old counts: a copy made an epoch ago plays its donor's
+    weights, so its rank above them is noise and says nothing of its own hyperparameters; counting
+    it replaced founders on the lead alone whose families then died out with their young copies."""
     family = own.family
     if family is None:
         return None
@@ -441,13 +445,19 @@ def family_lives_on(
         return f"the donor is of this member's family (policy {family})"
     ranked = rank({**view, own.policy_idx: own}, own.policy_idx)
     above = ranked[: ranked.index(own.policy_idx)]
-    families = {idx: record.family for idx, record in view.items() if record is not None}
-    kin = sorted(idx for idx in above if idx not in refused and families.get(idx) == family)
-    if not kin:
+    relatives = {
+        idx: record
+        for idx, record in view.items()
+        if record is not None and record.family == family and idx not in refused
+    }
+    old = sorted(
+        idx for idx in above if idx in relatives and relatives[idx].frames_since_replace >= own.frames_since_replace
+    )
+    if not old:
         return None
     return (
-        f"policy {family}'s family lives on in member{'s' if len(kin) > 1 else ''} {', '.join(map(str, kin))}, "
-        "ranked above this one"
+        f"policy {family}'s family lives on in member{'s' if len(old) > 1 else ''} {', '.join(map(str, old))}, "
+        "ranked above this one and trained as long since its copy"
     )
 
 

@@ -76,7 +76,9 @@ def test_an_unknown_or_unmatched_family_is_tested(own_family: Optional[int], pee
 def test_a_family_member_refused_as_a_donor_does_not_count() -> None:
     own, peers = population(0, [0, 2, 3])
     view = {r.policy_idx: r for r in [own.record, *peers]}
-    assert family_lives_on(own.record, peers[2], view) == "policy 0's family lives on in member 1, ranked above this one"
+    assert family_lives_on(own.record, peers[2], view) == (
+        "policy 0's family lives on in member 1, ranked above this one and trained as long since its copy"
+    )
     assert family_lives_on(own.record, peers[2], view, refused=frozenset({1})) is None
     assert family_lives_on(own.record, peers[0], view, refused=frozenset({1})) == (
         "the donor is of this member's family (policy 0)"
@@ -113,3 +115,21 @@ def test_only_a_family_member_ranked_above_counts() -> None:
     assert lives_on(rec(0, 10.0, noisy(10.0), 0), rec(1, 15.0, noisy(15.0), 0)) is not None
     tied = [rec(0, 10.0, noisy(10.0), 0), rec(1, 10.0, noisy(10.0), 0)]
     assert lives_on(tied[0], tied[1]) is None and lives_on(tied[1], tied[0]) is not None
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_younger_copy_does_not_keep_the_family(rule: str) -> None:
+    """A copy that took member 0's weights more recently than member 0 took its own (ready, so a donor)
+    has not shown its hyperparameters, so its rank above member 0 says nothing: member 0 is still tested;
+    a copy as old as member 0 counts."""
+    own, peers = population(0, [0, 2, 3])
+    young = dataclasses.replace(peers[0], frames_since_replace=FRAME // 2)
+    for decision in decisions(rule, own, [young, *peers[1:]], significance_for="last_of_family"):
+        if decision.donor_idx != 1:
+            assert decision.action != REPLACE and "lead not significant" in decision.reason, decision.reason
+    view = {r.policy_idx: r for r in [own.record, young, *peers[1:]]}
+    assert family_lives_on(own.record, peers[2], view) is None
+    as_old = dataclasses.replace(young, frames_since_replace=own.record.frames_since_replace)
+    assert family_lives_on(own.record, peers[2], {**view, 1: as_old}) is not None
+    younger_self = dataclasses.replace(own.record, frames_since_replace=FRAME // 4)  # a copy itself: its elder counts
+    assert family_lives_on(younger_self, peers[2], {**view, 0: younger_self}) is not None
