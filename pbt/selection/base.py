@@ -172,7 +172,9 @@ class SelectionGates(Section):
     Taking a leader's weights is not held back (the significance test compares the episodes as they
     are). With intervals of many episodes this always holds by the next iteration; with a decision
     every epoch and episodes several epochs long it stops the random walk of an underperformer's
-    hyperparameters on its former setting's objective. false: it may mutate at its next iteration."""
+    hyperparameters on its former setting's objective. Ranked by evaluation (``pbt.eval_episodes``)
+    the training episodes say when: an evaluation right after a change plays weights barely trained
+    under it. false: it may mutate at its next iteration."""
     dbg_mode: bool = False
     """Debug: every member past start_after/initial_delay acts (worst-group, hysteresis and
     known-objective gates are skipped). Only for testing the restart machinery; only DexPBT's rule

@@ -386,6 +386,36 @@ def test_a_change_in_place_is_noted_so_the_member_waits_for_its_effect() -> None
     assert score.effect_pending == (0, 2) and score.value is None
 
 
+def test_ranked_by_evaluation_a_member_waits_for_its_change_to_show_in_the_training_episodes() -> None:
+    """An evaluation an epoch after a mutation plays weights barely trained under it, so the member
+    ranked by evaluation waits (pbt.wait_for_effect) until every env has finished a training episode
+    since the change, as a member ranked by its training episodes does; a copy waits likewise."""
+    from pbt.objective import MemberObjective
+    from pbt.rl_games.evaluation import EvaluatedObjective, PlayResult
+    from pbt.rl_games.exploit import Exploiter
+
+    member = SimpleNamespace(pbt=SimpleNamespace(restart_mode="inplace", policy_idx=0), last_iteration=3,
+                             params={CONFIG + "gamma": 0.99}, network=None)
+    agent = ContinuousPpoAdapter(None)
+    agent.set_hyperparameters = lambda params: None  # type: ignore[method-assign]
+    evaluation, training = EvaluatedObjective(window_episodes=4), MemberObjective("true_objective", "episode_return", num_envs=2)
+    evaluation.set(PlayResult(2, [1.0, 2.0], [], 10))
+    for _ in range(2):
+        training.update({"true_objective": [1.0, 1.0]}, [0, 1])
+    exploiter = Exploiter(member, agent, score=evaluation, training=training)  # type: ignore[arg-type]
+    assert exploiter.effect_pending is None
+    mutate = SimpleNamespace(action="mutate", donor=None, reason="r", params_before=dict(member.params),
+                             params_after={CONFIG + "gamma": 0.98}, network=None)
+    exploiter.finish_inplace(mutate, parameters=None)  # type: ignore[arg-type]
+    evaluation.set(PlayResult(2, [3.0, 4.0], [], 10))  # the next evaluation: known, but not the change's effect
+    assert evaluation.effect_pending is None and exploiter.effect_pending == (0, 2)
+    training.update({"true_objective": [2.0]}, [0])
+    assert exploiter.effect_pending == (1, 2)
+    training.update({"true_objective": [2.0]}, [1])
+    assert exploiter.effect_pending is None
+    assert Exploiter(member, agent, score=training).effect_pending is None  # type: ignore[arg-type]
+
+
 def test_rl_games_glue_imports_no_torch_before_the_task_backend() -> None:
     """Isaac Gym must be imported before torch: the package, the runner and the tools' config path
     must not import torch or rl_games."""
