@@ -273,7 +273,12 @@ def run(cfg: DictConfig, observer_factory: Optional[Callable[[Dict[str, Any]], "
     start = time.time()
     runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
     summary = summarize(observer, time.time() - start)
-    rank = global_rank() if cfg.train.params.config.get("multi_gpu", False) else 0
+    multi = bool(cfg.train.params.config.get("multi_gpu", False))
+    rank = global_rank() if multi else 0
+    if multi:
+        from pbt.rl_games.trpo import spmd  # torch is imported by now
+
+        spmd.leave()
     if rank == 0:
         log.info(summary.line())
     else:  # one SUMMARY per run: a follower's own frame counter is not the run's

@@ -53,6 +53,16 @@ def start(config: Dict[str, Any]) -> Optional[Distributed]:
     return Distributed(rank, local_rank, world)
 
 
+def leave() -> None:
+    """End this rank's part in the process group after training (a no-op without one): wait for every
+    rank, then destroy the group. A rank that exited with the group alive while a slower one was still
+    tearing down saw its peer's sockets close under gloo's threads and aborted ("terminate called
+    without an active exception", SIGABRT) on a loaded machine, failing a finished run."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def adopt(agent: Any, group: Distributed) -> None:
     """Give the constructed agent its ranks, as rl_games' own multi_gpu start would have."""
     agent.multi_gpu = True

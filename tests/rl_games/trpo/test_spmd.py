@@ -73,3 +73,18 @@ def test_pbt_that_would_restart_a_multi_process_member_is_refused(tmp_path: Path
     # The default (PPO) scheme mutates keys TRPO does not have in place; pbt/mutation=trpo would be accepted.
     assert "a multi-process member (multi_gpu=True) can only change hyperparameters in place" in out
     assert "train.params.config.learning_rate" in out and "train.params.config.max_kl_divergence" in out
+
+
+def test_a_rank_leaves_the_process_group_before_it_exits(tmp_path: Path) -> None:
+    """After training every rank waits for the others and destroys the group, so no rank exits with
+    gloo's threads still tied to a peer that is tearing down (a SIGABRT once on a loaded machine); a
+    run without a group is left alone."""
+    import torch.distributed as dist
+
+    from pbt.rl_games.trpo import spmd
+
+    spmd.leave()  # no group: nothing to do
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    assert dist.is_initialized()
+    spmd.leave()
+    assert not dist.is_initialized()
