@@ -26,10 +26,16 @@ def is_io_error(exc: BaseException) -> bool:
     return False
 
 
+def retried(on_write_error: str, exc: BaseException) -> bool:
+    """Whether a failed workspace write is logged and tried again (``pbt.on_write_error=retry`` and an
+    I/O error) rather than raised."""
+    return on_write_error != "fail" and is_io_error(exc)
+
+
 def outlive(cfg: PbtConfig, exc: WorkspaceError, what: str, iteration: int) -> None:
     """Log a workspace I/O error and return under ``pbt.on_write_error=retry`` (training goes on, the
     next interval tries again); raise it otherwise."""
-    if cfg.on_write_error == "fail" or not is_io_error(exc):
+    if not retried(cfg.on_write_error, exc):
         raise exc
     log.error(
         "PBT policy %d: %s: %s. Training goes on; the next PBT interval (frame %d) tries again "
@@ -72,7 +78,7 @@ class LineageLog:
             try:
                 self.workspace.append_lineage(self.pending[0])
             except WorkspaceError as exc:
-                if self.on_write_error == "fail" or not is_io_error(exc):
+                if not retried(self.on_write_error, exc):
                     raise
                 log.error(
                     "PBT policy %d: could not append to its lineage (%s); %d entr%s kept in memory and "
