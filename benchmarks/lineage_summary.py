@@ -1,6 +1,9 @@
 """What PBT did in an ablation's kept lineage (``benchmarks/ablation.py --keep_dir``), per seed set:
 how many copies and in-place mutations, how many leads failed the significance test, when the member
-of the best independent run first lost its weights, and since when one family held the population.
+of the best independent run first lost its weights, since when one family held the population, and
+how far the objective PBT ranked by at the end sits above the played score (the mean of each over the
+members): selection on a noisy objective keeps the members whose last measurements were lucky, so a
+ratio well above its no-PBT value says the ranking chased noise.
 
     python benchmarks/lineage_summary.py --result benchmarks/results/<out>.json --keep_dir /tmp/bench/<arm>
 
@@ -11,6 +14,8 @@ follow ``pbt-analyze``'s rule (:mod:`pbt.tools.families`).
 import argparse
 import json
 import logging
+import math
+import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -32,11 +37,20 @@ def first_replace(entries: List[LineageEntry]) -> Optional[int]:
     return next((e.frame for e in entries if e.action == "replace"), None)
 
 
+def optimism(arm: Dict[str, Any]) -> str:
+    """The members' mean final ranked objective over their mean played score ("n/a" without both)."""
+    ranked = [x for x in arm.get("training_scores", []) if x is not None and math.isfinite(x)]
+    played = arm.get("scores", [])
+    if not ranked or not played or statistics.fmean(played) <= 0:
+        return "n/a"
+    return f"{statistics.fmean(ranked) / statistics.fmean(played):.2f}"
+
+
 def summary(result: Dict[str, Any], keep_dir: Path, arm: str) -> List[str]:
     rows = [
         "| seed set | copies | in-place mutations | leads not significant | best run's member: first replaced at | "
-        "one family from | winning family |",
-        "| ---: | ---: | ---: | ---: | --- | --- | --- |",
+        "one family from | winning family | ranked / played |",
+        "| ---: | ---: | ---: | ---: | --- | --- | --- | ---: |",
     ]
     for entry in result["sets"]:
         s = entry["seed_set"]
@@ -58,7 +72,8 @@ def summary(result: Dict[str, Any], keep_dir: Path, arm: str) -> List[str]:
             f"| {sum('lead not significant' in e.reason for e in events)} "
             f"| member {best_member}: {'never' if replaced is None else f'{replaced:,}'} "
             f"| {'never' if one is None else f'{one.frame:,} ({one.policy_idx} took {one.donor})'} "
-            f"| member {found.of.get(winner)}'s ({found.members().get(found.of.get(winner), [])}) |"
+            f"| member {found.of.get(winner)}'s ({found.members().get(found.of.get(winner), [])}) "
+            f"| {optimism(entry['arms'][arm])} |"
         )
     return rows
 

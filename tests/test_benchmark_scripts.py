@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO
 
-SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "lineage_summary.py", "network_mutation.py",
+SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "lineage_summary.py", "network_mutation.py", "play_noise.py",
            "outcome_frontier.py", "outcome_seeds.py", "setting_sweep.py"]
 
 
@@ -95,7 +95,8 @@ def test_outcome_frontier_without_a_policy_at_the_budget_says_what_to_give(tmp_p
 def test_lineage_summary_reads_copies_the_best_runs_loss_and_the_one_family(tmp_path) -> None:
     """Three members; member 1 ran best alone. Member 0 takes 1's weights at 300 frames, member 1
     takes 2's at 400 (significance test skipped: its family lives on in 0), then member 2 takes 0's
-    at 500: every member carries member 1's weights from then on."""
+    at 500: every member carries member 1's weights from then on. The objectives they were ranked by
+    at the end average 0.6 where their policies played 0.45: x1.33."""
     from pbt.storage.lineage import LineageEntry
 
     events = {
@@ -109,14 +110,15 @@ def test_lineage_summary_reads_copies_the_best_runs_loss_and_the_one_family(tmp_
     for idx, entries in events.items():
         (arm / f"lineage_{idx}.jsonl").write_bytes(b"".join(e.to_json_line() for e in entries))
     result = {"sets": [{"seed_set": 0, "arms": {"no_pbt": {"scores": [0.1, 0.3, 0.2]},
-                                                "threshold": {"scores": [0.5, 0.4, 0.45]}}}]}
+                                                "threshold": {"scores": [0.5, 0.4, 0.45],
+                                                              "training_scores": [0.7, 0.5, 0.6]}}}]}
     (tmp_path / "result.json").write_text(json.dumps(result))
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lineage_summary.py"), "--result",
                            str(tmp_path / "result.json"), "--keep_dir", str(tmp_path / "keep")],
                           cwd=str(REPO), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     row = done.stderr.strip().splitlines()[-1]
-    assert row == "| 0 | 3 | 1 | 1 | member 1: 400 | 500 (2 took 0) | member 1's ([0, 1, 2]) |", row
+    assert row == "| 0 | 3 | 1 | 1 | member 1: 400 | 500 (2 took 0) | member 1's ([0, 1, 2]) | 1.33 |", row
 
 
 def test_ablation_reseed_keeps_the_samples_and_draws_other_seeds() -> None:
@@ -257,6 +259,21 @@ def test_numerics_differ_refuses_another_machines_no_pbt_arm_by_its_untrained_po
     same, other, unplayed, not_played_here = json.loads(done.stdout)
     assert same is None and unplayed is None and not_played_here is None
     assert "played -0.1172271769028157 on vm-a and -0.11722714605275542 here" in other
+    assert "Train the no-PBT arm here" in other
+
+
+def test_replay_differs_refuses_a_stored_no_pbt_arm_whose_run_trains_elsewhere_here() -> None:
+    # Reacher's 2 cm disc: the untrained policy's bits matched across two VMs, its best run did not.
+    code = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); from ablation import replay_differs; "
+        "stored = {'scores': [0.0, 0.006, 0.047]}; "
+        "print(json.dumps([replay_differs(stored, 2, 0.047), replay_differs(stored, 2, 0.188)]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    same, other = json.loads(done.stdout)
+    assert same is None
+    assert "member 2, trained again here from the same sample and seed, played 0.188 where it had played 0.047" in other
     assert "Train the no-PBT arm here" in other
 
 
