@@ -381,6 +381,23 @@ def numerics_differ(earlier: Dict[str, Any], random_score: Optional[float]) -> O
     )
 
 
+def replay_differs(stored: Dict[str, Any], member: int, replayed: float) -> Optional[str]:
+    """Why a stored no-PBT arm's ``member``, trained again here from its sample and seed, is not
+    that run (None: it played the stored score to the bit).
+
+    The untrained policy's bits (:func:`numerics_differ`) are not enough: on Reacher's 2 cm disc the
+    untrained policy played the same bits on an AMD and an Intel VM, while the best independent run
+    of a seed set played 0.047 on one and 0.188 on the other. One member trained again is."""
+    there = stored["scores"][member]
+    if float(there) == float(replayed):
+        return None
+    return (
+        f"its member {member}, trained again here from the same sample and seed, played {float(replayed)!r} "
+        f"where it had played {float(there)!r}: this machine (or this code) trains other runs from the same "
+        "seeds. Train the no-PBT arm here (drop --no_pbt_from, or give it a result made here)"
+    )
+
+
 def keep_evidence(root: Path, arm: str, members: int, dest: Path) -> None:
     """Copy an arm's lineage files and member logs out of its temporary run directory."""
     import shutil
@@ -581,6 +598,27 @@ def main() -> None:
             )["random"]
     if earlier is not None and (why := numerics_differ(earlier, meta.get("random_score"))) is not None:
         raise SystemExit(f"--no_pbt_from: {args.no_pbt_from} was made with other numerics: {why}")
+    if earlier is not None and args.play_episodes > 0:  # one independent run trained again, to the bit
+        first = earlier["sets"][0]
+        stored = first["arms"][NO_PBT]
+        member = max(range(len(stored["scores"])), key=lambda i: stored["scores"][i])
+        with tempfile.TemporaryDirectory() as tmp:
+            replayed = run_arm(
+                NO_PBT,
+                args.task,
+                [first["samples"][member]],
+                [first["seeds"][member]],
+                args.frames,
+                args.num_envs,
+                Path(tmp),
+                [],
+                args.search_space,
+                args.play_episodes,
+                common=args.train_args,
+            )["scores"][0]
+        if (why := replay_differs(stored, member, replayed)) is not None:
+            raise SystemExit(f"--no_pbt_from: {args.no_pbt_from} cannot stand for this machine's runs: {why}")
+        log.info("--no_pbt_from: member %d of seed set %d trained again plays %r, as stored", member, first["seed_set"], replayed)
     for s in range(args.seed_sets):
         samples, seeds = seed_set(s, args.members, sampler, args.reseed)
         entry: Dict[str, Any] = {"seed_set": s, "samples": samples, "seeds": seeds, "arms": {}}
