@@ -342,8 +342,8 @@ def scored(scores: List[float], replaced: Dict[int, int]) -> Dict[str, Any]:
 def reused_no_pbt(result: Dict[str, Any], members: int) -> Dict[str, Any]:
     """The no-PBT arm of the first ``members`` members, cut from a larger population's: no-PBT
     members are independent and bit-reproducible from their sample and seed on a machine with the
-    same numerics (:func:`numerics_differ` checks), so training them again would give the same
-    policies."""
+    same numerics (:func:`numerics_differ` and :func:`replay_differs` check), so training them again
+    would give the same policies."""
     out = {**scored(result["scores"][:members], {}), "seconds": result["seconds"], "reused": True}
     for key in ("training_scores", "scored_by"):
         if key in result:
