@@ -1,9 +1,10 @@
 """What PBT did in an ablation's kept lineage (``benchmarks/ablation.py --keep_dir``), per seed set:
 how many copies and in-place mutations, how many leads failed the significance test, when the member
 of the best independent run first lost its weights, since when one family held the population, and
-how far the objective PBT ranked by at the end sits above the played score (the mean of each over the
-members): selection on a noisy objective keeps the members whose last measurements were lucky, so a
-ratio well above its no-PBT value says the ranking chased noise.
+the members' mean final ranked objective over their mean played score. That ratio mixes two things:
+selection keeping the members whose last measurements were lucky, and the played draw reading the
+policies high or low (on Reacher's 2 cm disc one draw of 64 episodes read policies up to 24x low;
+``benchmarks/play_noise.py`` measures that), so compare it only between arms played on many episodes.
 
     python benchmarks/lineage_summary.py --result benchmarks/results/<out>.json --keep_dir /tmp/bench/<arm>
 
@@ -40,7 +41,7 @@ def first_replace(entries: List[LineageEntry]) -> Optional[int]:
 def optimism(arm: Dict[str, Any]) -> str:
     """The members' mean final ranked objective over their mean played score ("n/a" without both)."""
     ranked = [x for x in arm.get("training_scores", []) if x is not None and math.isfinite(x)]
-    played = arm.get("scores", [])
+    played = [x for x in arm.get("scores", []) if x is not None and math.isfinite(x)]
     if not ranked or not played or statistics.fmean(played) <= 0:
         return "n/a"
     return f"{statistics.fmean(ranked) / statistics.fmean(played):.2f}"

@@ -42,10 +42,9 @@ def rows(paths: Sequence[str], task: str, episodes: int, seeds: int, reference: 
         "| --- | ---: | --- | ---: |",
     ]
     for p in paths:
-        d = draws[p]
-        spread = statistics.stdev(d) if len(d) > 1 else 0.0
+        d = draws[p]  # main() asks for two draws at least, so stdev is defined
         out.append(
-            f"| {Path(p).name} | {own[p]:.4f} | {statistics.fmean(d):.4f} / {spread:.4f} / {min(d):.4f} / {max(d):.4f} "
+            f"| {Path(p).name} | {own[p]:.4f} | {statistics.fmean(d):.4f} / {statistics.stdev(d):.4f} / {min(d):.4f} / {max(d):.4f} "
             f"| {ref[p]:.4f} |"
         )
     return out
