@@ -95,6 +95,8 @@ def main() -> int:
                 log.info("skipped %s: its source ablation (--from) is not at hand", path)
                 continue
             ablation = json.loads(source.read_text())
+            # A sweep with --frames trained to fewer frames than its source: another budget.
+            ablation["args"]["frames"] = result.get("frames", ablation["args"]["frames"])
         if same_budget(ablation, target):
             pool += policies(result, Path(path).name, ablation["args"].get("num_envs"))
         else:

@@ -8,6 +8,10 @@ ablation's scoring). Writes JSON and prints a markdown table.
 
     python benchmarks/setting_sweep.py --from benchmarks/results/ablation_outcome_600k.json --seed_set 1 --member 7 \
         --variant gamma_0.97:train.params.config.gamma=0.97
+
+``--frames`` trains every variant to fewer frames than the ablation's budget: with rl_games' adaptive
+learning-rate schedule nothing depends on the budget, so this is the variant at that fraction of
+the budget (what frames-to-target asks of one run).
 """
 
 import argparse
@@ -44,6 +48,7 @@ def main() -> None:
     parser.add_argument("--seed_set", type=int, required=True)
     parser.add_argument("--member", type=int, required=True)
     parser.add_argument("--variant", action="append", default=[], help="name:key=value[,key=value...], repeatable")
+    parser.add_argument("--frames", type=int, help="train to this many frames (default: the ablation's budget)")
     parser.add_argument("--out", default="benchmarks/results/setting_sweep.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -61,11 +66,14 @@ def main() -> None:
             f"{[s['seed_set'] for s in source['sets']]} of {run['members']} members"
         )
     sample, seed = entry["samples"][args.member], entry["seeds"][args.member]
+    frames = args.frames or run["frames"]
+    if not 0 < frames <= run["frames"]:
+        raise SystemExit(f"--frames {args.frames}: give a budget in (0, {run['frames']}], the ablation's")
     common = list(run.get("train_args") or [])
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cmds = [
-            member_command(run["task"], run["frames"], run["num_envs"], seed, f"v{i}", root, common, sample)
+            member_command(run["task"], frames, run["num_envs"], seed, f"v{i}", root, common, sample)
             + variant["overrides"]
             for i, variant in enumerate(variants)
         ]
@@ -85,6 +93,7 @@ def main() -> None:
         "command": " ".join(["python", "benchmarks/setting_sweep.py"] + sys.argv[1:]),
         "sample": sample,
         "seed": seed,
+        "frames": frames,
         "seconds": seconds,
         "variants": variants,
         "table": lines,

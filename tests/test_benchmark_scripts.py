@@ -55,6 +55,8 @@ def test_outcome_frontier_counts_each_policy_once_against_each_sets_goal(tmp_pat
              "variants": [{"name": "as sampled", "overrides": [], "score": 0.5},
                           {"name": "kl", "overrides": ["kl=2"], "score": 0.55}]}
     sweep_again = dict(sweep, variants=[{"name": "kl again", "overrides": ["kl=2"], "score": 0.55}])
+    # A sweep trained to fewer frames (--frames) is at another budget.
+    sweep_shorter = dict(sweep, frames=700, variants=[{"name": "kl", "overrides": ["kl=3"], "score": 0.99}])
     sweep_of_other = {"command": f"python benchmarks/setting_sweep.py --from {tmp_path / 'other.json'} --seed_set 0",
                       "sample": lr[0], "seed": 0, "variants": [{"name": "kl", "overrides": ["kl=2"], "score": 0.99}]}
     # Another task variant (a task override for every member) at the same budget does not count.
@@ -62,6 +64,7 @@ def test_outcome_frontier_counts_each_policy_once_against_each_sets_goal(tmp_pat
     paths = []
     for name, doc in [("target", target), ("rerun", rerun), ("other", other_budget), ("wider", wider), ("more_envs", more_envs),
                       ("sweep", sweep), ("sweep_again", sweep_again), ("sweep_of_other", sweep_of_other),
+                      ("sweep_shorter", sweep_shorter),
                       ("variant", variant)]:
         paths.append(tmp_path / f"{name}.json")
         paths[-1].write_text(json.dumps(doc))
@@ -70,7 +73,7 @@ def test_outcome_frontier_counts_each_policy_once_against_each_sets_goal(tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     skipped = [line for line in done.stderr.splitlines() if line.startswith("skipped")]
     assert [line.split()[1].rstrip(":").rsplit("/", 1)[-1] for line in skipped] == ["other.json", "sweep_of_other.json",
-                                                                        "variant.json"], done.stderr
+                                                                        "sweep_shorter.json", "variant.json"], done.stderr
     # 8 of the target + 2 of the rerun's PBT arm + 2 new no-PBT runs + 1 sweep variant = 13 policies.
     assert done.stdout.startswith("13 played policies at 1000 frames"), done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 0 |") or line.startswith("| 1 |")]
