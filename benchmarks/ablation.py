@@ -206,6 +206,36 @@ def member_command(
     ] + [f"{k}={v!r}" for k, v in sample.items()]
 
 
+def stored_member(source: str, seed_set: int, member: int) -> Tuple[Dict[str, Any], Dict[str, Any], int]:
+    """(the ablation's arguments, the member's sample, its seed) from an ablation result: where a
+    script that trains one stored member again (``setting_sweep.py``, ``oracle_selection.py``) starts."""
+    if not Path(source).is_file():
+        raise SystemExit(f"--from {source}: no such file; give an ablation result (benchmarks/results/ablation_*.json)")
+    result = json.loads(Path(source).read_text())
+    run = result["args"]
+    entry = next((s for s in result["sets"] if s["seed_set"] == seed_set), None)
+    if entry is None or not 0 <= member < len(entry["samples"]):
+        raise SystemExit(
+            f"--seed_set {seed_set} --member {member}: {source} has seed sets "
+            f"{[s['seed_set'] for s in result['sets']]} of {run['members']} members"
+        )
+    return run, entry["samples"][member], entry["seeds"][member]
+
+
+def write_result(out: str, script: str, fields: Dict[str, Any], table: List[str]) -> None:
+    """Write a benchmark's JSON (the machine, the command that made it, ``fields``, the table) to
+    ``out`` and print the table."""
+    result = {
+        "machine": platform.platform(),
+        "command": " ".join(["python", f"benchmarks/{script}"] + sys.argv[1:]),
+        **fields,
+        "table": table,
+    }
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(result, indent=2))
+    print("\n".join(table))
+
+
 def run_arm(
     arm: str,
     task: str,

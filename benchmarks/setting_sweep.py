@@ -15,9 +15,7 @@ the budget (what frames-to-target asks of one run).
 """
 
 import argparse
-import json
 import logging
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +24,7 @@ from typing import Any, Dict
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ablation import member_command, run_members  # noqa: E402  (beside this script; sys.path[0] when it runs)
+from ablation import member_command, run_members, stored_member, write_result  # noqa: E402  (beside this script; sys.path[0] when it runs)
 from ablation_curve import final_checkpoint, play_batch  # noqa: E402
 
 log = logging.getLogger("setting_sweep")
@@ -53,19 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     variants = [{"name": AS_SAMPLED, "overrides": []}] + [parse_variant(v) for v in args.variant]
-    if not Path(args.source).is_file():
-        raise SystemExit(
-            f"--from {args.source}: no such file; give an ablation result (benchmarks/results/ablation_*.json)"
-        )
-    source = json.loads(Path(args.source).read_text())
-    run = source["args"]
-    entry = next((s for s in source["sets"] if s["seed_set"] == args.seed_set), None)
-    if entry is None or not 0 <= args.member < len(entry["samples"]):
-        raise SystemExit(
-            f"--seed_set {args.seed_set} --member {args.member}: {args.source} has seed sets "
-            f"{[s['seed_set'] for s in source['sets']]} of {run['members']} members"
-        )
-    sample, seed = entry["samples"][args.member], entry["seeds"][args.member]
+    run, sample, seed = stored_member(args.source, args.seed_set, args.member)
     frames = args.frames or run["frames"]
     if not 0 < frames <= run["frames"]:
         raise SystemExit(f"--frames {args.frames}: give a budget in (0, {run['frames']}], the ablation's")
@@ -88,19 +74,12 @@ def main() -> None:
     lines = ["| variant | overrides | played objective | / as sampled |", "| --- | --- | ---: | ---: |"]
     for v in variants:
         lines.append(f"| {v['name']} | {' '.join(v['overrides'])} | {v['score']:.3f} | {v['score'] / base:.2f} |")
-    result = {
-        "machine": platform.platform(),
-        "command": " ".join(["python", "benchmarks/setting_sweep.py"] + sys.argv[1:]),
-        "sample": sample,
-        "seed": seed,
-        "frames": frames,
-        "seconds": seconds,
-        "variants": variants,
-        "table": lines,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
-    print("\n".join(lines))
+    write_result(
+        args.out,
+        "setting_sweep.py",
+        {"sample": sample, "seed": seed, "frames": frames, "seconds": seconds, "variants": variants},
+        lines,
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO
 
 SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "lineage_summary.py", "network_mutation.py", "play_noise.py",
-           "outcome_frontier.py", "outcome_seeds.py", "setting_sweep.py"]
+           "oracle_selection.py", "outcome_frontier.py", "outcome_seeds.py", "setting_sweep.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -136,6 +136,39 @@ def test_ablation_reseed_keeps_the_samples_and_draws_other_seeds() -> None:
     assert samples == own_samples
     assert seeds == [22_000 + i for i in range(8)]
     assert not set(seeds) & set(own_seeds) and not set(seeds) & set(other_set_seeds)
+
+
+@pytest.mark.parametrize("script", ["setting_sweep.py", "oracle_selection.py"])
+def test_a_script_that_trains_a_stored_member_again_says_which_members_there_are(script: str, tmp_path) -> None:
+    source = tmp_path / "ablation.json"
+    source.write_text(json.dumps({"args": {"members": 2}, "sets": [{"seed_set": 0, "samples": [{}, {}], "seeds": [1, 2]}]}))
+    for given, said in [(["--from", str(tmp_path / "none.json"), "--member", "0"], "none.json: no such file; give an ablation result"),
+                        (["--from", str(source), "--member", "2"], f"--seed_set 0 --member 2: {source} has seed sets [0] of 2 members")]:
+        done = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--seed_set", "0", "--start", "1",
+                               "--until", "2", *given] if script == "oracle_selection.py" else
+                              [sys.executable, str(REPO / "benchmarks" / script), "--seed_set", "0", *given],
+                              cwd=str(REPO), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and said in done.stderr, done.stderr[-3000:]
+
+
+def test_oracle_selection_chooses_every_step_and_last_at_until() -> None:
+    code = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); from oracle_selection import rounds_until\n"
+        "print(json.dumps([rounds_until(100, 400, 100), rounds_until(100, 350, 100), rounds_until(100, 150, 100)]))\n"
+        "for bad in [(100, 100, 10), (0, 50, 10), (10, 50, 0)]:\n"
+        "    try:\n"
+        "        rounds_until(*bad)\n"
+        "    except SystemExit as e:\n"
+        "        print(e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, *refused = done.stdout.splitlines()
+    # A round ends every step after the start; a last, shorter one ends at --until.
+    assert json.loads(first) == [[200, 300, 400], [200, 300, 350], [150]]
+    assert refused == ["--start 100 --until 100: give 0 < start < until, and --epochs >= 1",
+                       "--start 0 --until 50: give 0 < start < until, and --epochs >= 1",
+                       "--start 10 --until 50: give 0 < start < until, and --epochs >= 1"]
 
 
 def test_ablation_refuses_a_reseed_outside_the_seeds_thousands_digit() -> None:
