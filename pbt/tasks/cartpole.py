@@ -50,6 +50,7 @@ class Cartpole(VecTask):
     num_obs = 4
     num_actions = 1
     default_episode_length = 500
+    episode_state = ("x", "x_dot", "theta", "theta_dot", "episode_start")
     reward_shaping_keys = ("task.env.actionCost",)
     reports_true_objective = True
 

@@ -39,6 +39,7 @@ class Pendulum(VecTask):
     num_obs = 3
     num_actions = 1
     default_episode_length = 200
+    episode_state: Tuple[str, ...] = ("theta", "theta_dot", "last_u")
 
     def __init__(
         self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True

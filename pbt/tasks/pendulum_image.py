@@ -20,6 +20,8 @@ EXTENT = 1.2
 
 
 class PendulumImage(Pendulum):
+    episode_state = (*Pendulum.episode_state, "prev_theta")  # the first image of a pair shows it
+
     def __init__(
         self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
     ) -> None:

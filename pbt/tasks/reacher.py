@@ -66,6 +66,7 @@ class Reacher(VecTask):
     num_obs = 8  # 10 with env.observeTip
     num_actions = 2
     default_episode_length = 200
+    episode_state = ("q", "q_dot", "goal", "in_goal_steps", "episode_start")
     reward_shaping_keys = ("task.env.actionCost", "task.env.distanceCost")
     reports_true_objective = True
     live_env = {

@@ -16,6 +16,7 @@ the state one control step) and ``_compute(actions) -> (reward, terminated)``, a
 """
 
 import functools
+import logging
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import torch
@@ -23,6 +24,9 @@ import torch
 from pbt.errors import ConfigError
 
 Tensor = torch.Tensor
+log = logging.getLogger(__name__)
+GENERATOR = "generator"
+"""The env state's entry for the task's random generator (the rest are per-env tensors)."""
 
 
 class VecTask:
@@ -42,6 +46,9 @@ class VecTask:
     #: ``env.<key>`` -> the float attribute holding it, for keys the task reads at every step or reset:
     #: PBT and a curriculum (pbt.curriculum) change them in the running task, without a restart.
     live_env: Mapping[str, str] = {}
+    #: Per-env tensors (first dimension num_envs) that, with ``progress_buf``, are where each env is in
+    #: its episode: saved in checkpoints (``get_env_state``) so that a resumed run goes on mid-episode.
+    episode_state: Tuple[str, ...] = ()
 
     def __init__(
         self, cfg: Mapping[str, Any], sim_device: str = "cpu", rl_device: str = "cpu", headless: bool = True
@@ -68,6 +75,7 @@ class VecTask:
         self.timeout_buf = torch.zeros(n, dtype=torch.bool, device=dev)
         self.progress_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.extras: Dict[str, Tensor] = {}
+        self.resume_episodes = False  # set_env_state was given a state: the next reset() keeps it
 
     # -- helpers for subclasses -------------------------------------------------------------------
     def env_choice(self, key: str, default: str, choices: Tuple[str, ...]) -> str:
@@ -92,6 +100,13 @@ class VecTask:
         every rollout of ``horizon_length`` steps sees the same phase of the episode, which makes
         PPO's batches strongly correlated (measured: much higher seed variance on Pendulum).
         """
+        if self.resume_episodes:  # restored from a checkpoint: go on mid-episode
+            self.resume_episodes = False
+            log.info(
+                "%s: %d envs go on mid-episode from the checkpoint's env state", type(self).__name__, self.num_envs
+            )
+            self._observe()
+            return {"obs": self.obs_buf.to(self.rl_device)}
         self.reset_idx(torch.arange(self.num_envs, device=self.device))
         if self.desync_episodes and self.max_episode_length > 1:
             self.progress_buf[:] = torch.randint(
@@ -111,6 +126,7 @@ class VecTask:
 
     def step(self, actions: Tensor) -> Tuple[Dict[str, Tensor], Tensor, Tensor, Dict[str, Tensor]]:
         """Advance every env one control step. Done envs are reset at once (auto-reset)."""
+        self.resume_episodes = False  # a restore mid-run (a rollback) is followed by steps, not a reset
         actions = torch.clamp(actions.to(self.device), -1.0, 1.0)
         self._physics(actions)
         self.progress_buf += 1
@@ -156,9 +172,61 @@ class VecTask:
     def _episode_end_extras(self, done: Tensor) -> None:
         """Hook to add per-episode entries (e.g. ``true_objective``) to ``self.extras``."""
 
-    # -- optional state for checkpoints -----------------------------------------------------------
+    # -- state for checkpoints ---------------------------------------------------------------------
+    def state_names(self) -> Tuple[str, ...]:
+        return ("progress_buf", *self.episode_state)
+
     def get_env_state(self) -> Optional[Dict[str, Any]]:
-        return None
+        """Where every env is in its episode (``episode_state`` and ``progress_buf``) and the task's
+        generator: rl_games saves it in each checkpoint. None for a task that names no episode state."""
+        if not self.episode_state:
+            return None
+        state: Dict[str, Any] = {name: getattr(self, name).detach().cpu().clone() for name in self.state_names()}
+        state[GENERATOR] = self.generator.get_state()
+        return state
 
     def set_env_state(self, state: Optional[Dict[str, Any]]) -> None:
+        """Put a checkpoint's env state back, so that the reset rl_games makes when training starts
+        goes on mid-episode. A state that does not fit this task (another num_envs or episode length,
+        a missing or non-finite entry: checkpoints are read from a shared workspace) is not loaded and
+        the episodes start afresh, with a warning saying why; nothing else depends on it."""
+        if state is None or not self.episode_state:
+            return
+        why = self.env_state_problem(state)
+        if why is not None:
+            log.warning(
+                "%s: the checkpoint's env state is not loaded (%s); episodes start afresh", type(self).__name__, why
+            )
+            return
+        for name in self.state_names():
+            getattr(self, name).copy_(state[name].to(self.device))
+        self.generator.set_state(state[GENERATOR])
+        self._observe()
+        self.resume_episodes = True
+
+    def env_state_problem(self, state: Any) -> Optional[str]:
+        """Why ``state`` cannot be this task's env state (None: it can)."""
+        if not isinstance(state, Mapping):
+            return f"a {type(state).__name__}, not a mapping"
+        expected = {*self.state_names(), GENERATOR}
+        if set(state) != expected:
+            return f"entries {sorted(map(str, state))}, expected {sorted(expected)}"
+        for name in self.state_names():
+            own, value = getattr(self, name), state[name]
+            if not isinstance(value, Tensor) or value.shape != own.shape or value.dtype != own.dtype:
+                shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+                return f"{name} is {shape}, this task's is {tuple(own.shape)} {own.dtype}"
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                return f"{name} holds NaN or inf"
+        progress = state["progress_buf"]
+        if bool((progress < 0).any()) or bool((progress >= self.max_episode_length).any()):
+            return f"progress_buf outside [0, {self.max_episode_length}) (another episode length)"
+        generator = state[GENERATOR]
+        own_generator = self.generator.get_state()
+        if (
+            not isinstance(generator, Tensor)
+            or generator.dtype != torch.uint8
+            or generator.shape != own_generator.shape
+        ):
+            return "generator is not a torch generator state of this device"
         return None

@@ -107,8 +107,8 @@ def play(cfg: Any, episodes: int) -> PlayResult:
                     f"checkpoint={checkpoint} does not fit the policy this config builds ({exc}). Pass the task "
                     "and the network/train overrides the checkpoint was trained with."
                 ) from exc
-            if state.get("env_state") is not None and hasattr(agent.vec_env, "set_env_state"):
-                agent.vec_env.set_env_state(state["env_state"])
+            # The checkpoint's env state (where its training envs were mid-episode) is not loaded: every
+            # policy plays fresh episodes of the config's seed, the same draw for every checkpoint.
             objective_key = str((cfg.get("pbt") or {}).get("objective", "true_objective"))
             result = run_episodes(agent, episodes, objective_key)
         finally:

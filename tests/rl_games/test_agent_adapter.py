@@ -425,3 +425,33 @@ def test_rl_games_glue_imports_no_torch_before_the_task_backend() -> None:
             "assert not bad, bad\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["a2c_continuous", "a2c_discrete"])
+def test_a_restore_goes_on_mid_episode_and_a_donors_weights_keep_the_members_own_envs(
+    built: Dict[str, SimpleNamespace], name: str
+) -> None:
+    """A checkpoint carries where each env is in its episode: restoring it (a resumed member, an
+    exec restart) goes on from there through the reset rl_games makes when training starts, while
+    a donor's weights loaded in place leave the member's own envs where they are."""
+    algo = built[name].algo
+    agent = make_adapter(algo, name)
+    task = algo.vec_env.task
+    algo.init_tensors()
+    algo.obs = algo.env_reset()
+    algo.train_epoch()
+    saved = agent.full_state()
+    progress, obs = task.progress_buf.clone(), task.obs_buf.clone()
+    assert torch.equal(saved["env_state"]["progress_buf"], progress) and bool((progress > 0).any())
+
+    algo.train_epoch()  # the envs move on
+    assert not torch.equal(task.progress_buf, progress)
+    agent.restore(saved, {})
+    algo.obs = algo.env_reset()  # what rl_games' train() does after a restore
+    assert torch.equal(task.progress_buf, progress) and torch.equal(task.obs_buf, obs)
+    algo.obs = algo.env_reset()  # only that one reset goes on: a later one starts afresh
+    assert not torch.equal(task.progress_buf, progress)
+    algo.train_epoch()
+    own = task.progress_buf.clone()
+    agent.load_weights(saved)  # a donor's checkpoint (here: an older one of the same agent)
+    assert torch.equal(task.progress_buf, own)

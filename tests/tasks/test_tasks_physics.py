@@ -17,6 +17,7 @@ from pbt.tasks import BUILTIN_TASKS  # noqa: E402
 from pbt.tasks.vectask import VecTask  # noqa: E402
 from pbt.tasks.cartpole import Cartpole  # noqa: E402
 from pbt.tasks.pendulum import Pendulum  # noqa: E402
+from pbt.tasks.pendulum_image import PendulumImage  # noqa: E402
 from pbt.tasks.reacher import Reacher  # noqa: E402
 
 Tensor = torch.Tensor
@@ -514,3 +515,56 @@ def test_reacher_goal_radii_change_in_the_running_task() -> None:
     assert task.goal_radius == 0.8 and bool((reward == 1.0).all())
     with pytest.raises(ConfigError, match="goalMinRadius <= env.goalMaxRadius"):
         setters["task.env.goalMaxRadius"](0.9)
+
+
+# -- env state in checkpoints ---------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [*TASKS, PendulumImage])
+def test_a_task_restored_from_its_env_state_steps_as_the_original(cls: Type[VecTask]) -> None:
+    """Episodes part-way, the goals and the generator come back: the restored task (another seed)
+    then steps exactly as the original, through time-outs and the auto-resets they draw."""
+    original = make(cls, num_envs=8, seed=1, desyncEpisodes=True)
+    actions = torch.rand((400, 8, original.num_actions), generator=torch.Generator().manual_seed(0)) * 2 - 1
+    for t in range(150):
+        original.step(actions[t])
+    restored = make(cls, num_envs=8, seed=99)
+    restored.set_env_state(original.get_env_state())
+    assert torch.equal(restored.reset()["obs"], original.obs_buf)
+    ends = 0
+    for t in range(150, 400):
+        (obs_a, rew_a, done_a, _), (obs_b, rew_b, done_b, _) = original.step(actions[t]), restored.step(actions[t])
+        assert torch.equal(obs_a["obs"], obs_b["obs"]) and torch.equal(rew_a, rew_b) and torch.equal(done_a, done_b)
+        ends += int(done_a.sum())
+    assert ends >= 8  # every env went through a reset drawn after the restore
+    assert not bool((restored.reset()["obs"] == original.obs_buf).all())  # only one reset goes on
+
+
+def bad_states(task: VecTask) -> List[Tuple[str, Dict[str, Any]]]:
+    state = task.get_env_state()
+    assert state is not None
+    name = task.episode_state[0]
+    return [
+        ("another num_envs", {**state, name: torch.cat([state[name], state[name]])}),
+        ("NaN", {**state, name: torch.full_like(state[name], float("nan"))}),
+        ("another episode length", {**state, "progress_buf": state["progress_buf"] + task.max_episode_length}),
+        ("a missing entry", {k: v for k, v in state.items() if k != name}),
+        ("not a tensor", {**state, "generator": [1, 2]}),
+    ]
+
+
+@pytest.mark.parametrize("cls", TASKS)
+def test_an_env_state_that_does_not_fit_is_not_loaded_and_episodes_start_afresh(
+    cls: Type[VecTask], caplog: pytest.LogCaptureFixture
+) -> None:
+    source = make(cls, num_envs=4, seed=1)
+    for _ in range(7):
+        source.step(zeros(source))
+    for why, state in bad_states(source):
+        task = make(cls, num_envs=4, seed=2)
+        caplog.clear()
+        task.set_env_state(state)
+        assert "env state is not loaded" in caplog.text and "episodes start afresh" in caplog.text, why
+        task.reset()
+        assert bool((task.progress_buf == 0).all()), why  # a fresh reset (desyncEpisodes off here)
+    task = make(cls, num_envs=4, seed=2)
+    task.set_env_state("junk")  # type: ignore[arg-type]
+    assert "a str, not a mapping" in caplog.text
