@@ -20,6 +20,14 @@ SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "lineage_summar
            "oracle_selection.py", "outcome_frontier.py", "outcome_seeds.py", "setting_sweep.py"]
 
 
+def run_code(code: str) -> str:
+    """The output of ``code`` run from the repository (the tests import the scripts' helpers the way
+    the scripts do, with ``benchmarks/`` on ``sys.path``); its error output when it fails."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_the_script_starts(script: str) -> None:
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--help"], cwd=str(REPO),
@@ -129,9 +137,8 @@ def test_ablation_reseed_keeps_the_samples_and_draws_other_seeds() -> None:
         "import json, sys; sys.path.insert(0, 'benchmarks'); from ablation import seed_set; "
         "print(json.dumps([seed_set(1, 8), seed_set(1, 8, reseed=2), seed_set(2, 8, reseed=2)]))"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (own_samples, own_seeds), (samples, seeds), (_, other_set_seeds) = json.loads(done.stdout)
+    out = run_code(code)
+    (own_samples, own_seeds), (samples, seeds), (_, other_set_seeds) = json.loads(out)
     assert own_seeds == [20_000 + i for i in range(8)]  # the seed sets every earlier result used
     assert samples == own_samples
     assert seeds == [22_000 + i for i in range(8)]
@@ -161,9 +168,8 @@ def test_oracle_selection_chooses_every_step_and_last_at_until() -> None:
         "    except SystemExit as e:\n"
         "        print(e)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    first, *refused = done.stdout.splitlines()
+    out = run_code(code)
+    first, *refused = out.splitlines()
     # A round ends every step after the start; a last, shorter one ends at --until.
     assert json.loads(first) == [[200, 300, 400], [200, 300, 350], [150]]
     assert refused == ["--start 100 --until 100: give 0 < start < until, and --epochs >= 1",
@@ -290,9 +296,8 @@ def test_numerics_differ_refuses_another_machines_no_pbt_arm_by_its_untrained_po
         "print(json.dumps([numerics_differ(there, -0.1172271769028157), numerics_differ(there, -0.11722714605275542), "
         "numerics_differ({}, -0.1), numerics_differ(there, None)]))"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    same, other, unplayed, not_played_here = json.loads(done.stdout)
+    out = run_code(code)
+    same, other, unplayed, not_played_here = json.loads(out)
     assert same is None and unplayed is None and not_played_here is None
     assert "played -0.1172271769028157 on vm-a and -0.11722714605275542 here" in other
     assert "Train the no-PBT arm here" in other
@@ -305,9 +310,8 @@ def test_replay_differs_refuses_a_stored_no_pbt_arm_whose_run_trains_elsewhere_h
         "stored = {'scores': [0.0, 0.006, 0.047]}; "
         "print(json.dumps([replay_differs(stored, 2, 0.047), replay_differs(stored, 2, 0.188)]))"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    same, other = json.loads(done.stdout)
+    out = run_code(code)
+    same, other = json.loads(out)
     assert same is None
     assert "member 2, trained again here from the same sample and seed, played 0.188 where it had played 0.047" in other
     assert "Train the no-PBT arm here" in other
