@@ -105,6 +105,13 @@ class PbtConfig:
     progress), until that member is within reach or stops training, so the evidence that it is worse
     (which arrives at the slow members' pace) arrives before its budget is spent. null: never wait
     (:mod:`pbt.pacing`). Not applied in an elastic population (``num_policies=auto``)."""
+    synchronous: bool = False
+    """Rank in lockstep (Ray Tune's synchronous PBT): after publishing an iteration a member waits,
+    heartbeating ("waiting for peers"), until every peer still training has published it too, so
+    every member ranks the same records, and a population run again on the same machine decides the
+    same. false: rank at once on the peers' newest records, comparing with a peer that is an interval
+    behind at its own iteration (equal experience), that is on a gap one interval old. Not for an
+    elastic population (``num_policies=auto``)."""
     max_donor_lag: Optional[int] = 0
     """A member taking a donor's weights whose newest checkpoint is more than this many PBT
     intervals behind the member's own iteration (a slower donor) waits, heartbeating ("waiting for
@@ -189,6 +196,12 @@ class PbtConfig:
             '>= 1, or "auto"',
         )
         require(self.elastic_window >= 1, "elastic_window", self.elastic_window, ">= 1 (PBT intervals)")
+        if self.synchronous and self.num_policies == ELASTIC:
+            raise ConfigError(
+                "pbt.synchronous=true makes every member wait for the others at each iteration, but "
+                "pbt.num_policies=auto is an elastic population: a member joining late starts at frame 0 "
+                "and would stall everyone. Set pbt.synchronous=false, or give pbt.num_policies a number."
+            )
         require_choice("join", self.join, JOIN_MODES, noun="modes")
         require(bool(self.workspace), "workspace", self.workspace, "a non-empty directory name")
         require(bool(self.objective), "objective", self.objective, "a non-empty dotted key")

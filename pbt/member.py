@@ -30,7 +30,7 @@ from pbt.mutation.network import NetworkTracker, network_overrides, network_valu
 from pbt.mutation.scheme import report_explore
 from pbt.mutation.shaping import RewardShaping, guard_reward_shaping
 from pbt.mutation.space import resolve_space, with_fixed_values
-from pbt.pacing import fresh_donor, waits_for_donor
+from pbt.pacing import fresh_donor, wait_for_iteration, waits_for_donor
 from pbt.peers import DonorRefusals, PeerWatch
 from pbt.restart import build_restart_argv, is_restarted
 from pbt.selection import KEEP, MUTATE, REPLACE, Decision, MemberState, decide, initial_mutation
@@ -353,8 +353,7 @@ class PbtMember:
             log.info(
                 "PBT policy %d: the workspace is writable again; published iteration %d", self.pbt.policy_idx, iteration
             )
-        if self.liveness is not None and self.liveness.lost is None:  # pacing peers see it here now
-            self.liveness.beat(self.liveness.state)
+        announce(self, iteration, frame, stop)
         with contextlib.ExitStack() as scan:
             scan.enter_context(self.workspace.store.scan(self.pbt.population_size))
             try:
@@ -537,6 +536,17 @@ class PbtMember:
     def flush_lineage(self) -> bool:
         """Append the pending lineage entries; True when nothing is pending."""
         return self.lineage.flush()
+
+
+def announce(member: PbtMember, iteration: int, frame: int, stop: Optional[Callable[[], bool]]) -> None:
+    """After publishing ``iteration``: heartbeat (pacing peers see the new frame now), and with
+    ``pbt.synchronous`` wait until the peers still training published it too (not on the last epoch,
+    ``stop`` None: nothing is acted on there)."""
+    if member.liveness is not None and member.liveness.lost is None:
+        member.liveness.beat(member.liveness.state)
+    if stop is not None:
+        read = functools.partial(member.workspace.latest_records, max_iteration=iteration)
+        wait_for_iteration(member.pbt, iteration, frame, read, member.peer_watch.check, member.liveness, stop)
 
 
 def fresher(

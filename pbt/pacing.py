@@ -8,6 +8,10 @@ whole budget before that evidence exists, and finish untouched. So at each PBT i
 intervals, or is no longer training (finished, stopped, dead). The population's wall time does not
 grow: it is the slowest member's anyway.
 
+With ``pbt.synchronous`` every member waits, right after publishing an iteration and before it
+ranks, until each peer still training has published that iteration too (Ray Tune's synchronous
+PBT): all of them then rank the same records, none on a gap one interval old.
+
 A member taking a donor's weights waits the same way for a donor that is behind it
 (``pbt.max_donor_lag``): the donor's checkpoint from an earlier iteration would cost the copy the
 frames between, for good, since the member keeps its own frame count.
@@ -19,7 +23,7 @@ waiting loop (:func:`wait_while`); no torch.
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Tuple
 
 from pbt.errors import WorkspaceError
 from pbt.selection.base import REPLACE, Decision
@@ -33,6 +37,9 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 5.0
 """Longest pause between two looks at the peers' heartbeats while waiting."""
+SYNC_POLL_SECONDS = 0.5
+"""Pause between two looks at the peers' records at a synchronous iteration: every member waits there
+at every iteration, so a pause as long as the heartbeat's would add up over a run."""
 
 
 def training_frame(status: Optional[PeerStatus]) -> Optional[int]:
@@ -71,6 +78,34 @@ def pacing_reason(
     return f"{lead:.1f} intervals ahead of member {idx} (frame {peer_frame}), more than pbt.max_lead={max_lead}"
 
 
+def unpublished_peers(
+    iteration: int, frame: int, newest: Mapping[int, Record], statuses: Mapping[int, PeerStatus], own_idx: int
+) -> List[int]:
+    """The peers still training that have neither published ``iteration`` (``newest``: each member's
+    newest record up to it) nor trained past ``frame``. Finished, stopped, dead and not yet started
+    peers hold nobody back; a peer past ``frame`` published this iteration, or skipped it."""
+    late = []
+    for idx, status in sorted(statuses.items()):
+        peer_frame = training_frame(status)
+        if idx == own_idx or peer_frame is None or peer_frame > frame:
+            continue
+        record = newest.get(idx)
+        if record is None or record.iteration < iteration:
+            late.append(idx)
+    return late
+
+
+def synchronous_reason(
+    iteration: int, frame: int, newest: Mapping[int, Record], statuses: Mapping[int, PeerStatus], own_idx: int
+) -> Optional[str]:
+    """Why a member that published ``iteration`` does not rank yet (``pbt.synchronous``); None when
+    every peer still training has published it."""
+    late = unpublished_peers(iteration, frame, newest, statuses, own_idx)
+    if not late:
+        return None
+    return f"members {', '.join(map(str, late))} have not published iteration {iteration} yet (pbt.synchronous)"
+
+
 def donor_lag_reason(
     own_iteration: int, donor: Record, status: Optional[PeerStatus], max_lag: Optional[int]
 ) -> Optional[str]:
@@ -106,15 +141,18 @@ def wait_while(
     stop: Callable[[], bool],
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.time,
+    poll: float = POLL_SECONDS,
+    level: int = logging.INFO,
 ) -> float:
     """Wait while ``reason()`` gives one, or until ``stop()`` or the member lost its lock; the heartbeat
-    says "waiting" meanwhile, the log says ``what`` it waits for and why. Returns the seconds waited."""
+    says "waiting" meanwhile, the log says ``what`` it waits for and why. ``reason()`` is asked again
+    every ``poll`` seconds at most. Returns the seconds waited."""
     why = reason()
     if why is None:
         return 0.0
     start = clock()
-    poll = min(POLL_SECONDS, pbt.liveness.heartbeat_interval)
-    log.info("PBT policy %d: waiting for %s: %s", pbt.policy_idx, what, why)
+    poll = min(poll, pbt.liveness.heartbeat_interval)
+    log.log(level, "PBT policy %d: waiting for %s: %s", pbt.policy_idx, what, why)
     if liveness is not None:
         liveness.state = WAITING
         liveness.beat(WAITING)
@@ -127,7 +165,7 @@ def wait_while(
             liveness.state = RUNNING
             liveness.beat(RUNNING)
     waited = clock() - start
-    log.info("PBT policy %d: goes on after waiting %.0f s for %s", pbt.policy_idx, waited, what)
+    log.log(level, "PBT policy %d: goes on after waiting %.1f s for %s", pbt.policy_idx, waited, what)
     return waited
 
 
@@ -153,6 +191,34 @@ def wait_for_peers(
         stop,
         sleep,
         clock,
+    )
+
+
+def wait_for_iteration(
+    pbt: "PbtConfig",
+    iteration: int,
+    frame: int,
+    newest: Callable[[], Mapping[int, Record]],
+    check: Callable[[], Mapping[int, PeerStatus]],
+    liveness: Optional[MemberLiveness],
+    stop: Callable[[], bool],
+    **clocks: Callable[..., Any],
+) -> float:
+    """With ``pbt.synchronous``, wait while :func:`synchronous_reason` says so, or until ``stop()``;
+    the heartbeat says "waiting" meanwhile. ``newest()`` reads every member's newest record up to
+    ``iteration``, ``check()`` the peers' liveness; ``clocks``: :func:`wait_while`'s ``sleep`` and
+    ``clock`` (tests). Returns the seconds waited."""
+    if not pbt.synchronous:
+        return 0.0
+    return wait_while(
+        lambda: synchronous_reason(iteration, frame, newest(), check(), pbt.policy_idx),
+        f"peers to publish iteration {iteration}",
+        pbt,
+        liveness,
+        stop,
+        **clocks,
+        poll=SYNC_POLL_SECONDS,
+        level=logging.DEBUG,  # at every iteration: the info log would be mostly this
     )
 
 

@@ -178,7 +178,7 @@ FLAT_KEYS = [
     "resample_probability", "perturbation_factors", "tournament_size", "elitism", "eval_loop", "elastic_window", "join",
     "allow_reward_shaping_mutation",
     "pb2_quantile", "pb2_kappa", "pb2_max_data", "mfpbt_frequencies", "mfpbt_sizes",
-    "max_lead", "max_donor_lag", "perturb_probability", "mutate_winners", "curriculum", "curriculum_mode", "wait_for_effect",
+    "max_lead", "synchronous", "max_donor_lag", "perturb_probability", "mutate_winners", "curriculum", "curriculum_mode", "wait_for_effect",
     "eval_episodes",
     "eval_window", "significance_for", "significance_samples",
 ]
