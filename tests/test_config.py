@@ -408,6 +408,20 @@ def test_the_composed_group_is_the_dataclass_default(name: str, enabled: bool) -
     assert mapping["ready_after"] is None
 
 
+def test_the_evaluated_lockstep_preset_is_pbt_default_plus_its_seven_keys() -> None:
+    """``pbt=evaluated_lockstep`` is the outcome benchmark's best-measured arm in one word: lockstep,
+    a 1,024-episode evaluation, the best leader and cuts at the mean; every other key at its
+    default, and each of its keys still overridable."""
+    recipe = dict(synchronous=True, eval_episodes=1024, significance_for="last_of_family",
+                  significance_samples="training", leader_choice="best", threshold_std=0.0, threshold_abs=0.0)
+    mapping = _composed(CONFIGS, ["pbt=evaluated_lockstep"])
+    default = _composed(CONFIGS, ["pbt=pbt_default"])
+    assert {key for key in mapping if mapping[key] != default[key]} == set(recipe)
+    assert PbtConfig.from_mapping(mapping) == PbtConfig.from_mapping(dict(default, **recipe))
+    cfg = PbtConfig.from_mapping(_composed(CONFIGS, ["pbt=evaluated_lockstep", "pbt.eval_episodes=256"]))
+    assert cfg.eval_episodes == 256 and cfg.synchronous and cfg.enabled
+
+
 def test_default_mutation_scheme_file() -> None:
     path = CONFIGS / "pbt" / "mutation" / "default.yaml"
     assert path.read_text().splitlines()[0] == "# @package pbt.mutation"

@@ -48,6 +48,7 @@ ACCOUNTS: List[Tuple[str, str, str]] = [
     ("docs/guides/tasks.md", r"PYTHONPATH=\. python -m pbt\.train task=my_task:PointMass", "tests/tasks/test_user_task.py::test_readme_task_example_trains_and_learns"),
     ("docs/guides/selection.md", r"python -m pbt\.train task=(Pendulum|Reacher) pbt=pbt_default pbt/selection=", HERE),
     ("docs/guides/selection.md", r"python -m pbt\.train task=Pendulum pbt=pbt_default pbt\.eval_episodes=16 ", HERE),
+    ("docs/guides/selection.md", r"python -m pbt\.train task=Reacher pbt=evaluated_lockstep ", HERE),
     ("docs/guides/network.md", r"python -m pbt\.train task=Reacher pbt=pbt_default pbt/mutation=agilerl", HERE),
     ("docs/guides/network.md", r"python -m pbt\.train task=Pendulum train=PendulumTRPO task\.env\.observeVelocity=False", "tests/test_readme_examples.py::test_recurrent_network_evolution_as_printed"),
     ("docs/guides/curriculum.md", r"python -m pbt\.train task=Reacher pbt=pbt_default pbt/curriculum=reacher_goal", "tests/test_readme_examples.py::test_curriculum_example_as_printed"),

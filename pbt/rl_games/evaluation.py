@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError
+from pbt.selection.base import TRAINING
 from pbt.storage.bounds import bounded_float
 from pbt.storage.record import MAX_EPISODE_RETURNS
 
@@ -175,10 +176,16 @@ def evaluation_problem(cfg: Mapping[str, Any]) -> Optional[str]:
         return None
     kind = task_ref_of(cfg.get("task") or {}).kind
     if kind in NO_SECOND_INSTANCE:
+        drop = "pbt.eval_episodes"
+        if pbt.get("significance_samples") == TRAINING:  # pbt=evaluated_lockstep sets both
+            drop = (
+                "pbt.eval_episodes and pbt.significance_samples; for lockstep without the evaluation: "
+                "pbt=pbt_default pbt.synchronous=true pbt.leader_choice=best pbt.threshold_std=0 pbt.threshold_abs=0"
+            )
         return (
             f"pbt.eval_episodes={episodes} plays the policy in a second instance of the task, and an "
-            f"{NO_SECOND_INSTANCE[kind]} simulation runs once per process. Rank by the training episodes (drop pbt.eval_episodes) on "
-            "this task."
+            f"{NO_SECOND_INSTANCE[kind]} simulation runs once per process. Rank by the training episodes on "
+            f"this task (drop {drop})."
         )
     objective = str(pbt.get("objective", ""))
     if objective in TRAINER_STATISTICS and objective != "episode_return":

@@ -39,7 +39,10 @@ Every key is a Hydra override on the command line (`pbt.interval_steps=1e6`). A 
 exist fails at start-up with a "did you mean"; a key of a strategy, mutation scheme or learner that
 is not selected fails naming the group option that reads it. The `pbt` group is composed by
 `pbt=pbt_default` (PBT on) or `pbt=no_pbt` (the default: one plain training run); both bring every
-key below at its default.
+key below at its default. `pbt=evaluated_lockstep` is `pbt=pbt_default` with seven keys set (the
+outcome benchmark's best-measured arm): `synchronous=true eval_episodes=1024
+significance_for=last_of_family significance_samples=training leader_choice=best threshold_std=0
+threshold_abs=0`.
 """
 
 

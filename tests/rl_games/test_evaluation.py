@@ -5,8 +5,9 @@ process are refused at start-up. On real rl_games agents (PPO, TRPO, a recurrent
 from typing import Any, Dict, List
 
 import pytest
-
 from conftest import compose_config
+from omegaconf import OmegaConf
+
 from pbt.config import PbtConfig
 from pbt.errors import ConfigError
 from pbt.rl_games.evaluation import EvaluatedObjective, PlayResult, evaluation_problem, evaluation_task_config
@@ -23,6 +24,18 @@ def test_isaac_tasks_are_refused_with_the_way_out() -> None:
         problem = evaluation_problem(config({"kind": kind, "name": "Ant"}))
         assert problem is not None
         assert f"an {name} simulation runs once per process" in problem and "drop pbt.eval_episodes" in problem
+
+
+def test_the_evaluated_lockstep_preset_on_an_isaac_task_names_lockstep_without_evaluation() -> None:
+    """``pbt=evaluated_lockstep`` sets pbt.significance_samples=training too, which needs the
+    evaluation: the way out drops both, and the lockstep it names validates on its own."""
+    problem = evaluation_problem(config({"kind": "isaaclab", "name": "Ant"}, significance_samples="training"))
+    assert problem is not None and "drop pbt.eval_episodes and pbt.significance_samples" in problem
+    overrides = problem.split("without the evaluation: ")[1].rstrip(").").split()
+    mapping = OmegaConf.to_container(compose_config(overrides).pbt, resolve=True)
+    assert evaluation_problem({"task": {"kind": "isaaclab", "name": "Ant"}, "pbt": mapping}) is None
+    cfg = PbtConfig.from_mapping(mapping)  # type: ignore[arg-type]
+    assert cfg.synchronous and cfg.strategies["threshold"].leader_choice == "best"
 
 
 def test_an_episode_length_objective_is_refused() -> None:
