@@ -23,7 +23,7 @@ waiting loop (:func:`wait_while`); no torch.
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Tuple
 
 from pbt.errors import WorkspaceError
 from pbt.selection.base import REPLACE, Decision
@@ -202,12 +202,12 @@ def wait_for_iteration(
     check: Callable[[], Mapping[int, PeerStatus]],
     liveness: Optional[MemberLiveness],
     stop: Callable[[], bool],
-    **clocks: Callable[..., Any],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
 ) -> float:
     """With ``pbt.synchronous``, wait while :func:`synchronous_reason` says so, or until ``stop()``;
     the heartbeat says "waiting" meanwhile. ``newest()`` reads every member's newest record up to
-    ``iteration``, ``check()`` the peers' liveness; ``clocks``: :func:`wait_while`'s ``sleep`` and
-    ``clock`` (tests). Returns the seconds waited."""
+    ``iteration``, ``check()`` the peers' liveness. Returns the seconds waited."""
     if not pbt.synchronous:
         return 0.0
     return wait_while(
@@ -216,7 +216,8 @@ def wait_for_iteration(
         pbt,
         liveness,
         stop,
-        **clocks,
+        sleep,
+        clock,
         poll=SYNC_POLL_SECONDS,
         level=logging.DEBUG,  # at every iteration: the info log would be mostly this
     )
