@@ -365,14 +365,21 @@ def misplaced_key_error(key: str, value: Any, selection: str) -> Optional[Config
 
 
 def check_placement(flat: Mapping[str, Any]) -> None:
-    """Refuse keys that the selected strategy would ignore (see :func:`misplaced_key_error`)."""
+    """Refuse keys that the selected strategy would ignore (see :func:`misplaced_key_error`), all of
+    them in one error. Command-line keys are refused before composing (:mod:`pbt.overrides`), so
+    these came from a config file, such as a preset: the error names the removals that undo it."""
     selection = flat.get("selection", PbtConfig.selection)
     if not isinstance(selection, str) or selection not in STRATEGIES:
         return  # PbtConfig's own check names the unknown strategy
-    for key, value in flat.items():
-        error = misplaced_key_error(key, value, selection)
-        if error is not None:
-            raise error
+    errors = [(key, misplaced_key_error(key, value, selection)) for key, value in flat.items()]
+    misplaced = [(key, error) for key, error in errors if error is not None]
+    if not misplaced:
+        return
+    removals = " ".join(f"~pbt.{key}" for key, _ in misplaced)
+    raise ConfigError(
+        f"{misplaced[0][1]} Where a config file (a preset such as pbt=evaluated_lockstep) set it, "
+        f"remove what the selection would ignore on the command line: {removals}"
+    )
 
 
 # -- the Hydra config nodes, generated from the sections -----------------------------------------

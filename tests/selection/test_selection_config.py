@@ -80,6 +80,20 @@ def test_a_misplaced_key_that_reaches_the_config_fails_there_too() -> None:
     PbtConfig.from_mapping(dict(composed([]), dbg_mode=False))  # its default is no misplacement
 
 
+def test_a_preset_under_another_selection_names_every_removal_at_once() -> None:
+    """``pbt=evaluated_lockstep`` sets three threshold keys; under another strategy one error names
+    all three, and the removals it names make the config valid."""
+    mapping = composed(["pbt=evaluated_lockstep", "pbt/selection=dexpbt"])
+    with pytest.raises(ConfigError) as info:
+        PbtConfig.from_mapping(mapping)
+    message = str(info.value)
+    assert "pbt.leader_choice is a setting of pbt/selection=threshold; the selection is dexpbt" in message
+    removals = message.rsplit(": ", 1)[1].split()
+    assert sorted(removals) == ["~pbt.leader_choice", "~pbt.threshold_abs", "~pbt.threshold_std"]
+    cfg = PbtConfig.from_mapping(composed(["pbt=evaluated_lockstep", "pbt/selection=dexpbt", *removals]))
+    assert cfg.selection == "dexpbt" and cfg.synchronous and cfg.eval_episodes == 1024
+
+
 def test_the_keys_each_choice_brings_are_accepted() -> None:
     cfg = PbtConfig.from_mapping(composed(["pbt/selection=dexpbt", "pbt.dbg_mode=true", "pbt.replace_fraction_best=0.5"]))
     assert cfg.gates.dbg_mode and cfg.strategies["dexpbt"].replace_fraction_best == 0.5
