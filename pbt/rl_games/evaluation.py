@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pbt.errors import ConfigError
-from pbt.selection.base import TRAINING
+from pbt.selection.base import EPISODES, EVALUATIONS, TRAINING
 from pbt.storage.bounds import bounded_float
 from pbt.storage.record import MAX_EPISODE_RETURNS
 
@@ -165,6 +165,17 @@ def run_episodes(
 # --------------------------------------------------------------------------------------------
 
 
+def evaluation_free_settings(pbt: Mapping[str, Any]) -> List[str]:
+    """The overrides that turn every key needing ``pbt.eval_episodes`` back to its default, so that
+    appended to a command (later overrides win) they leave a config that runs without the evaluation."""
+    settings = ["pbt.eval_episodes=0"]
+    if pbt.get("significance_samples") in (TRAINING, EVALUATIONS):
+        settings.append(f"pbt.significance_samples={EPISODES}")
+    if int(pbt.get("eval_window", 1) or 1) > 1:
+        settings.append("pbt.eval_window=1")
+    return settings
+
+
 def evaluation_problem(cfg: Mapping[str, Any]) -> Optional[str]:
     """Why ``pbt.eval_episodes`` cannot run with this config (None: it can), for a start-up error."""
     from pbt.objective import TRAINER_STATISTICS
@@ -176,16 +187,12 @@ def evaluation_problem(cfg: Mapping[str, Any]) -> Optional[str]:
         return None
     kind = task_ref_of(cfg.get("task") or {}).kind
     if kind in NO_SECOND_INSTANCE:
-        drop = "pbt.eval_episodes"
-        if pbt.get("significance_samples") == TRAINING:  # pbt=evaluated_lockstep sets both
-            drop = (
-                "pbt.eval_episodes and pbt.significance_samples; for lockstep without the evaluation: "
-                "pbt=pbt_default pbt.synchronous=true pbt.leader_choice=best pbt.threshold_std=0 pbt.threshold_abs=0"
-            )
+        settings = " ".join(evaluation_free_settings(pbt))
         return (
             f"pbt.eval_episodes={episodes} plays the policy in a second instance of the task, and an "
             f"{NO_SECOND_INSTANCE[kind]} simulation runs once per process. Rank by the training episodes on "
-            f"this task (drop {drop})."
+            f"this task: add {settings} at the end of the command (every other key stays, so "
+            "pbt=evaluated_lockstep becomes lockstep without the evaluation)."
         )
     objective = str(pbt.get("objective", ""))
     if objective in TRAINER_STATISTICS and objective != "episode_return":

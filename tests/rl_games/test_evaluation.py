@@ -23,19 +23,39 @@ def test_isaac_tasks_are_refused_with_the_way_out() -> None:
     for kind, name in (("isaacgym", "Isaac Gym"), ("isaaclab", "Isaac Lab")):
         problem = evaluation_problem(config({"kind": kind, "name": "Ant"}))
         assert problem is not None
-        assert f"an {name} simulation runs once per process" in problem and "drop pbt.eval_episodes" in problem
+        assert f"an {name} simulation runs once per process" in problem
+        assert "add pbt.eval_episodes=0 at the end of the command" in problem
 
 
-def test_the_evaluated_lockstep_preset_on_an_isaac_task_names_lockstep_without_evaluation() -> None:
-    """``pbt=evaluated_lockstep`` sets pbt.significance_samples=training too, which needs the
-    evaluation: the way out drops both, and the lockstep it names validates on its own."""
-    problem = evaluation_problem(config({"kind": "isaaclab", "name": "Ant"}, significance_samples="training"))
-    assert problem is not None and "drop pbt.eval_episodes and pbt.significance_samples" in problem
-    overrides = problem.split("without the evaluation: ")[1].rstrip(").").split()
-    mapping = OmegaConf.to_container(compose_config(overrides).pbt, resolve=True)
-    assert evaluation_problem({"task": {"kind": "isaaclab", "name": "Ant"}, "pbt": mapping}) is None
-    cfg = PbtConfig.from_mapping(mapping)  # type: ignore[arg-type]
-    assert cfg.synchronous and cfg.strategies["threshold"].leader_choice == "best"
+def appended_settings(problem: str) -> List[str]:
+    return problem.split("add ")[1].split(" at the end of the command")[0].split()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["pbt=evaluated_lockstep"],
+        ["pbt.eval_episodes=16"],
+        ["pbt.eval_episodes=16", "pbt.eval_window=3"],
+        ["pbt.eval_episodes=16", "pbt.eval_window=3", "pbt.significance_samples=evaluations"],
+        ["pbt=evaluated_lockstep", "pbt.eval_window=2"],
+    ],
+)
+def test_on_an_isaac_task_the_named_settings_leave_a_config_that_runs(command: List[str]) -> None:
+    """Every key that needs the evaluation is named at once, so the way out takes one step: the
+    command with the named settings appended validates and needs no second instance."""
+    isaac = {"kind": "isaaclab", "name": "Ant"}
+    before = OmegaConf.to_container(compose_config(["pbt.enabled=true", *command]).pbt, resolve=True)
+    problem = evaluation_problem({"task": isaac, "pbt": before})
+    assert problem is not None
+    after = OmegaConf.to_container(
+        compose_config(["pbt.enabled=true", *command, *appended_settings(problem)]).pbt, resolve=True
+    )
+    assert evaluation_problem({"task": isaac, "pbt": after}) is None
+    cfg = PbtConfig.from_mapping(after)  # type: ignore[arg-type]
+    assert cfg.eval_episodes == 0
+    if command[0] == "pbt=evaluated_lockstep":  # the preset's other keys stay
+        assert cfg.synchronous and cfg.strategies["threshold"].leader_choice == "best"
 
 
 def test_an_episode_length_objective_is_refused() -> None:
