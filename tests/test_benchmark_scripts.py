@@ -17,7 +17,8 @@ import pytest
 from conftest import REPO
 
 SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "lineage_summary.py", "network_mutation.py", "play_noise.py",
-           "oracle_selection.py", "outcome_frontier.py", "outcome_seeds.py", "setting_sweep.py"]
+           "oracle_selection.py", "outcome_frontier.py", "outcome_seeds.py", "selection_pressure.py",
+           "setting_sweep.py"]
 
 
 def run_code(code: str) -> str:
@@ -130,6 +131,37 @@ def test_lineage_summary_reads_copies_the_best_runs_loss_and_the_one_family(tmp_
     assert done.returncode == 0, done.stderr[-3000:]
     row = done.stderr.strip().splitlines()[-1]
     assert row == "| 0 | 3 | 1 | 1 | member 1: 400 | 500 (2 took 0) | member 1's ([0, 1, 2]) | 1.33 |", row
+
+
+def test_selection_pressure_pools_the_copies_rank_at_their_next_decision(tmp_path) -> None:
+    """Three members in lockstep. At iteration 1 member 0 copies member 2 with a lower clip and beats
+    both peers at iteration 2; member 1 copies member 2 with a higher clip and beats neither. Member
+    2's copy at iteration 2 has no later decision and is left out. The learning rate moved once per
+    direction too, in the other order."""
+    from pbt.storage.lineage import LineageEntry
+
+    def entry(idx, it, objective, clip, lr, action="keep", donor=None):
+        params = {"train.params.config.e_clip": clip, "train.params.config.learning_rate": lr, "name": "x"}
+        return LineageEntry(idx, it, 100 * it, action, "", objective=objective, donor=donor,
+                            donor_iteration=None if donor is None else it, params_after=params)
+
+    events = {
+        0: [entry(0, 1, 0.1, 0.15, 1e-3, "replace", 2), entry(0, 2, 0.9, 0.15, 1e-3)],
+        1: [entry(1, 1, 0.2, 0.25, 1e-4, "replace", 2), entry(1, 2, 0.1, 0.25, 1e-4)],
+        2: [entry(2, 1, 0.5, 0.2, 3e-4), entry(2, 2, 0.5, 0.3, 3e-4, "replace", 0)],
+    }
+    for s in (0, 1):  # two seed sets pool
+        arm = tmp_path / "keep" / f"set{s}" / "threshold"
+        arm.mkdir(parents=True)
+        for idx, entries in events.items():
+            (arm / f"lineage_{idx}.jsonl").write_bytes(b"".join(e.to_json_line() for e in entries))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "selection_pressure.py"), "--keep_dir",
+                           str(tmp_path / "keep")], cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert "4 copies from 2 seed-set runs" in lines and lines[0].startswith("copies left out: 1 "), lines
+    assert "| e_clip | 2, 1.00 | 2, 0.00 | +1.00 (0.00) |" in lines, lines
+    assert "| learning_rate | 2, 0.00 | 2, 1.00 | -1.00 (0.00) |" in lines, lines
 
 
 def test_ablation_reseed_keeps_the_samples_and_draws_other_seeds() -> None:
