@@ -1,7 +1,8 @@
 """Which way PBT's selection pushes each hyperparameter, read from kept lineage
 (``benchmarks/ablation.py --keep_dir``): for every copy whose explore step moved a key down or up from
-its donor's value, the share of the population the copy beat at its next decision (by the objective
-every member ranked by there). Under an unbiased ranking both directions beat about half. A direction
+its donor's value, the share of the population the copy beat at its next decision with a known
+objective (by the objective every member ranked by there; peers without one at that iteration are
+not counted). Under an unbiased ranking both directions beat about half. A direction
 that beats clearly more is what short-horizon selection favours, whether or not it helps later: on
 Reacher's 2 cm disc, copies that lowered PPO's clip beat more of their peers one epoch later, while
 continuations of the winning founder with a lower clip did no better 30% of the budget later
@@ -9,8 +10,8 @@ continuations of the winning founder with a lower clip did no better 30% of the 
 
     python benchmarks/selection_pressure.py --keep_dir /tmp/bench/keep_a /tmp/bench/keep_b
 
-Every seed set under every ``--keep_dir`` is pooled; a copy whose next decision lacks a peer's
-objective (asynchronous ranking, a member not yet scored) is left out and counted.
+Every seed set under every ``--keep_dir`` is pooled; a copy with no later decision with an objective,
+or whose peers have none there, is left out and counted.
 """
 
 import argparse
@@ -30,8 +31,9 @@ DIRECTIONS = ("down", "up")
 
 
 def copies_with_next_rank(lineages: Dict[int, List[LineageEntry]]) -> Iterator[Tuple[Dict[str, str], float]]:
-    """(each moved key's direction against the donor's value, share of peers beaten at the copy's
-    next decision) for every copy that has both; the count of copies left out is logged."""
+    """(each moved key's direction against the donor's value, share of the peers with a known objective
+    that the copy beat at its next decision with one) for every copy that has both; the count of copies
+    left out is logged."""
     at = {idx: {e.iteration: e for e in entries} for idx, entries in lineages.items()}
     left_out = 0
     for idx, entries in lineages.items():
@@ -46,7 +48,7 @@ def copies_with_next_rank(lineages: Dict[int, List[LineageEntry]]) -> Iterator[T
             nxt = later[0]
             peers = [at[p].get(nxt.iteration) for p in at if p != idx]
             objectives = [p.objective for p in peers if p is not None and p.objective is not None]
-            if len(objectives) != len(peers) or not peers or not math.isfinite(nxt.objective):  # type: ignore[arg-type]
+            if not objectives or not math.isfinite(nxt.objective):  # type: ignore[arg-type]
                 left_out += 1
                 continue
             beaten = sum(nxt.objective > o for o in objectives) / len(objectives)  # type: ignore[operator]
@@ -57,7 +59,7 @@ def copies_with_next_rank(lineages: Dict[int, List[LineageEntry]]) -> Iterator[T
                     moved[key] = "down" if value < before else "up"
             yield moved, beaten
     if left_out:
-        log.info("copies left out: %d (no donor entry, no later decision, or a peer without an objective)", left_out)
+        log.info("copies left out: %d (no donor entry, no later scored decision, or no scored peer there)", left_out)
 
 
 def pressure_table(arm_dirs: List[Path]) -> List[str]:
