@@ -191,7 +191,7 @@ def evaluation_problem(cfg: Mapping[str, Any]) -> Optional[str]:
         return (
             f"pbt.eval_episodes={episodes} plays the policy in a second instance of the task, and an "
             f"{NO_SECOND_INSTANCE[kind]} simulation runs once per process. Rank by the training episodes on "
-            f"this task: add {settings} at the end of the command (every other key stays, so "
+            f"this task: add {settings} after your other overrides (every other key stays, so "
             "pbt=evaluated_lockstep becomes lockstep without the evaluation)."
         )
     objective = str(pbt.get("objective", ""))

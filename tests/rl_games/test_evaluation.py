@@ -24,11 +24,11 @@ def test_isaac_tasks_are_refused_with_the_way_out() -> None:
         problem = evaluation_problem(config({"kind": kind, "name": "Ant"}))
         assert problem is not None
         assert f"an {name} simulation runs once per process" in problem
-        assert "add pbt.eval_episodes=0 at the end of the command" in problem
+        assert "add pbt.eval_episodes=0 after your other overrides" in problem
 
 
 def appended_settings(problem: str) -> List[str]:
-    return problem.split("add ")[1].split(" at the end of the command")[0].split()
+    return problem.split("add ")[1].split(" after your other overrides")[0].split()
 
 
 @pytest.mark.parametrize(
