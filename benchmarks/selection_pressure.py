@@ -41,11 +41,10 @@ def copies_with_next_rank(lineages: Dict[int, List[LineageEntry]]) -> Iterator[T
             if entry.action != "replace" or entry.donor is None or entry.donor_iteration is None:
                 continue
             donor = at.get(entry.donor, {}).get(entry.donor_iteration)
-            later = [e for e in entries if e.iteration > entry.iteration and e.objective is not None]
-            if donor is None or not later:
+            nxt = next((e for e in entries if e.iteration > entry.iteration and e.objective is not None), None)
+            if donor is None or nxt is None:
                 left_out += 1
                 continue
-            nxt = later[0]
             peers = [at[p].get(nxt.iteration) for p in at if p != idx]
             objectives = [p.objective for p in peers if p is not None and p.objective is not None]
             if not objectives or not math.isfinite(nxt.objective):  # type: ignore[arg-type]
