@@ -13,14 +13,14 @@ No torch, no numpy, no hydra: this module runs on Python 3.8 with the standard l
 
 import math
 from dataclasses import Field, dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, Union
 
 from pbt.curriculum.config import CurriculumConfig
 from pbt.errors import ConfigError, did_you_mean
 from pbt.mutation.explore import ExploreConfig
 from pbt.mutation.network import NetworkMutationConfig
 from pbt.sections import PARSER, Section, parse_field, require, require_choice, section_keys, to_int, type_error
-from pbt.selection.base import EVALUATIONS, TRAINING, SelectionGates
+from pbt.selection.base import EPISODES, EVALUATIONS, TRAINING, SelectionGates
 from pbt.selection.registry import STRATEGIES, default_settings, get_strategy
 from pbt.storage.record import check_policy_idx
 
@@ -207,23 +207,16 @@ class PbtConfig:
         require(bool(self.objective), "objective", self.objective, "a non-empty dotted key")
         require(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0 (0: rank by the training episodes)")
         require(self.eval_window >= 1, "eval_window", self.eval_window, ">= 1 (evaluations pooled)")
-        if self.eval_window > 1 and self.eval_episodes == 0:
-            raise ConfigError(
-                f"pbt.eval_window={self.eval_window} pools evaluations, but pbt.eval_episodes=0 runs none. "
-                "Set pbt.eval_episodes (e.g. pbt.eval_episodes=16) or drop pbt.eval_window."
-            )
-        if self.gates.significance_samples == EVALUATIONS and (self.eval_episodes == 0 or self.eval_window < 2):
+        if self.eval_episodes == 0:
+            flat = {"eval_window": self.eval_window, "significance_samples": self.gates.significance_samples}
+            needing = evaluation_needs(flat)
+            if needing:
+                raise ConfigError(f"{needing[0].reason(flat[needing[0].key])} {needing[0].fix}")
+        if self.gates.significance_samples == EVALUATIONS and self.eval_window < 2:
             raise ConfigError(
                 "pbt.significance_samples=evaluations tests the means of the pooled evaluations, but "
-                f"pbt.eval_episodes={self.eval_episodes} pbt.eval_window={self.eval_window} pools "
-                f"{'none' if self.eval_episodes == 0 else 'one'}: a test needs two per member. Set "
-                "pbt.eval_episodes (e.g. 16) and pbt.eval_window >= 3, or drop pbt.significance_samples."
-            )
-        if self.gates.significance_samples == TRAINING and self.eval_episodes == 0:
-            raise ConfigError(
-                "pbt.significance_samples=training tests the training episodes while members rank by a "
-                "deterministic evaluation, but pbt.eval_episodes=0: members rank by the training episodes "
-                "already. Set pbt.eval_episodes (e.g. 16), or drop pbt.significance_samples."
+                f"pbt.eval_window={self.eval_window} pools one: a test needs two per member. Set "
+                "pbt.eval_window >= 3, or drop pbt.significance_samples."
             )
         get_strategy(self.selection)
         require_choice("restart_mode", self.restart_mode, RESTART_MODES, noun="modes")
@@ -334,6 +327,72 @@ def key_sections() -> Dict[str, str]:
 def flat_keys() -> List[str]:
     """All valid keys of the ``pbt`` group: the root keys, then each section's."""
     return list(key_sections())
+
+
+# -- keys that need the evaluation ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvaluationNeed:
+    """A setting that only means something while members run the deterministic evaluation
+    (``pbt.eval_episodes > 0``): the one table behind the start-up check and the overrides an
+    Isaac task's error names (:func:`evaluation_free_settings`)."""
+
+    key: str
+    """The flat ``pbt`` key."""
+    needs: Callable[[Any], bool]
+    """True for the values that need the evaluation."""
+    fallback: Any
+    """The value that runs without it (the key's default)."""
+    reason: Callable[[Any], str]
+    """Why the value needs the evaluation (given the value), for the error."""
+    fix: str
+    """How to fix the error."""
+
+
+EVALUATION_NEEDS: Tuple[EvaluationNeed, ...] = (
+    EvaluationNeed(
+        key="eval_window",
+        needs=lambda value: int(value) > 1,
+        fallback=1,
+        reason=lambda value: f"pbt.eval_window={value} pools evaluations, but pbt.eval_episodes=0 runs none.",
+        fix="Set pbt.eval_episodes (e.g. pbt.eval_episodes=16) or drop pbt.eval_window.",
+    ),
+    EvaluationNeed(
+        key="significance_samples",
+        needs=lambda value: value == EVALUATIONS,
+        fallback=EPISODES,
+        reason=lambda value: (
+            "pbt.significance_samples=evaluations tests the means of the pooled evaluations, but "
+            "pbt.eval_episodes=0 runs none: a test needs two per member."
+        ),
+        fix="Set pbt.eval_episodes (e.g. 16) and pbt.eval_window >= 3, or drop pbt.significance_samples.",
+    ),
+    EvaluationNeed(
+        key="significance_samples",
+        needs=lambda value: value == TRAINING,
+        fallback=EPISODES,
+        reason=lambda value: (
+            "pbt.significance_samples=training tests the training episodes while members rank by a "
+            "deterministic evaluation, but pbt.eval_episodes=0: members rank by the training episodes already."
+        ),
+        fix="Set pbt.eval_episodes (e.g. 16), or drop pbt.significance_samples.",
+    ),
+)
+
+
+def evaluation_needs(flat: Mapping[str, Any]) -> List[EvaluationNeed]:
+    """The entries of :data:`EVALUATION_NEEDS` that the flat ``pbt`` mapping's values hit (a key
+    missing from it has its default, which needs nothing)."""
+    return [need for need in EVALUATION_NEEDS if need.key in flat and need.needs(flat[need.key])]
+
+
+def evaluation_free_settings(flat: Mapping[str, Any]) -> List[str]:
+    """The overrides that turn every key needing ``pbt.eval_episodes`` back to its default, so that
+    appended to a command (later overrides win) they leave a config that runs without the evaluation."""
+    settings = {"eval_episodes": 0}
+    settings.update({need.key: need.fallback for need in evaluation_needs(flat)})
+    return [f"pbt.{key}={value}" for key, value in settings.items()]
 
 
 # -- where each key belongs ----------------------------------------------------------------------

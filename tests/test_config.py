@@ -10,7 +10,17 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pbt.config import LivenessConfig, PbtConfig, flat_keys, hydra_nodes, key_sections, section_classes, strategy_of
+from pbt.config import (
+    EVALUATION_NEEDS,
+    LivenessConfig,
+    PbtConfig,
+    evaluation_free_settings,
+    flat_keys,
+    hydra_nodes,
+    key_sections,
+    section_classes,
+    strategy_of,
+)
 from pbt.errors import ConfigError
 from pbt.keys import flatten, get_by_key, has_key, set_by_key
 from pbt.mutation import DEFAULT_MUTATION, ExploreConfig
@@ -492,3 +502,38 @@ def test_shipped_pbt_configs_leave_ready_after_to_start_after() -> None:
     gates = PbtConfig.from_mapping(flat).gates
     assert gates.ready_after == gates.start_after == flat["start_after"]
     assert PbtConfig.from_mapping(dict(flat, start_after=0, initial_delay=0)).gates.ready_after == 0
+
+
+# -- keys that need the evaluation -------------------------------------------------------------------
+
+NEEDING_VALUES = {"eval_window": [2, 3], "significance_samples": ["evaluations", "training"]}
+"""Every value of a key in EVALUATION_NEEDS that needs the evaluation: the table must cover each."""
+
+
+def _settings(overrides: List[str]) -> Dict[str, Any]:
+    return {key.split("=")[0][len("pbt."):]: yaml.safe_load(key.split("=", 1)[1]) for key in overrides}
+
+
+@pytest.mark.parametrize("key, value", [(k, v) for k, values in NEEDING_VALUES.items() for v in values])
+def test_a_value_needing_the_evaluation_is_refused_without_it_and_its_settings_undo_it(key: str, value: Any) -> None:
+    """One table (EVALUATION_NEEDS) drives the start-up check and the settings an Isaac task's error
+    names, so they cannot disagree: each needing value is refused with eval_episodes=0, accepted
+    with an evaluation, and the named settings appended leave a valid config."""
+    assert {need.key for need in EVALUATION_NEEDS} == set(NEEDING_VALUES)
+    given_ = {"enabled": True, key: value}
+    with pytest.raises(ConfigError, match=rf"pbt\.{key}={value}.*pbt\.eval_episodes=0"):
+        PbtConfig.from_mapping(given_)
+    PbtConfig.from_mapping(dict(given_, eval_episodes=16, eval_window=3) if key != "eval_window" else
+                           dict(given_, eval_episodes=16))
+    evaluated = dict(given_, eval_episodes=16)
+    fixed = PbtConfig.from_mapping(dict(evaluated, **_settings(evaluation_free_settings(evaluated))))
+    assert fixed.eval_episodes == 0
+
+
+def test_only_the_evaluation_is_turned_off_when_nothing_else_needs_it() -> None:
+    assert evaluation_free_settings({"eval_episodes": 16, "eval_window": 1, "significance_samples": "episodes"}) == [
+        "pbt.eval_episodes=0"
+    ]
+    assert evaluation_free_settings({"eval_window": 3, "significance_samples": "training"}) == [
+        "pbt.eval_episodes=0", "pbt.eval_window=1", "pbt.significance_samples=episodes"
+    ]

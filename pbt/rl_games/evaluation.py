@@ -20,8 +20,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from pbt.config import evaluation_free_settings
 from pbt.errors import ConfigError
-from pbt.selection.base import EPISODES, EVALUATIONS, TRAINING
 from pbt.storage.bounds import bounded_float
 from pbt.storage.record import MAX_EPISODE_RETURNS
 
@@ -163,17 +163,6 @@ def run_episodes(
 # --------------------------------------------------------------------------------------------
 # pbt.eval_episodes: the objective a member ranks by
 # --------------------------------------------------------------------------------------------
-
-
-def evaluation_free_settings(pbt: Mapping[str, Any]) -> List[str]:
-    """The overrides that turn every key needing ``pbt.eval_episodes`` back to its default, so that
-    appended to a command (later overrides win) they leave a config that runs without the evaluation."""
-    settings = ["pbt.eval_episodes=0"]
-    if pbt.get("significance_samples") in (TRAINING, EVALUATIONS):
-        settings.append(f"pbt.significance_samples={EPISODES}")
-    if int(pbt.get("eval_window", 1) or 1) > 1:
-        settings.append("pbt.eval_window=1")
-    return settings
 
 
 def evaluation_problem(cfg: Mapping[str, Any]) -> Optional[str]:

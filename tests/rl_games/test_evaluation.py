@@ -128,6 +128,7 @@ def test_without_a_window_only_the_last_evaluation_counts_and_nothing_is_carried
     [
         ({"eval_window": 0}, r"pbt\.eval_window=0 is out of range"),
         ({"eval_window": 3}, r"pbt\.eval_window=3 pools evaluations, but pbt\.eval_episodes=0 runs none"),
+        ({"eval_episodes": 16, "significance_samples": "evaluations"}, r"pbt\.eval_window=1 pools one: a test needs two"),
     ],
 )
 def test_a_bad_window_is_refused(pbt: Dict[str, Any], message: str) -> None:
