@@ -92,6 +92,19 @@ def seed_set(
     return [sampler(rng) for _ in range(members)], seeds
 
 
+PBT_SEED_KEY = "pbt.seed="
+
+
+def set_pbt_args(pbt_args: Sequence[str], pbt_seed: Optional[int], index: int) -> List[str]:
+    """The PBT arms' overrides for seed set ``index``. ``pbt_seed`` (--pbt_seed) draws PBT's own
+    randomness (its explore steps) anew and differently in every set: ``pbt.seed`` = 100 x
+    ``pbt_seed`` + the set. A ``pbt.seed`` among ``pbt_args`` is the same in every set, so member i's
+    explore steps come from one stream in all of them (kept for the results made so)."""
+    if pbt_seed is None:
+        return list(pbt_args)
+    return [*pbt_args, f"{PBT_SEED_KEY}{100 * pbt_seed + index}"]
+
+
 def space_sampler(name: str, task: str, num_envs: int) -> Any:
     """A sampler drawing from the search space ``name`` as resolved for this task's config."""
     from hydra import compose, initialize_config_dir
@@ -495,10 +508,11 @@ def finished_sets(out: Path, args: argparse.Namespace) -> Dict[int, Dict[str, An
         "play_episodes",
         "curve",
         "reseed",
+        "pbt_seed",
         "fine_target",
     )
     # Runs from before the options existed.
-    defaults = {"play_episodes": 0, "curve": False, "train_args": [], "reseed": 0, "fine_target": False}
+    defaults = {"play_episodes": 0, "curve": False, "train_args": [], "reseed": 0, "pbt_seed": None, "fine_target": False}
     if any(earlier["args"].get(k, defaults.get(k)) != getattr(args, k) for k in keys):
         raise SystemExit(
             f"--resume: {out} was made with other settings ({', '.join(keys)} must match); "
@@ -534,6 +548,14 @@ def main() -> None:
         "task or of its training, e.g. train.params.config.lr_schedule=constant)",
     )
     parser.add_argument("--pbt_args", nargs="*", default=[], help="extra pbt.* overrides for every PBT arm")
+    parser.add_argument(
+        "--pbt_seed",
+        type=int,
+        default=None,
+        help="another draw of PBT's own randomness (its explore steps), independent in every seed set: "
+        "each set's PBT arms get pbt.seed=100 x PBT_SEED + the set (default: each member's explore "
+        "steps follow from its training seed). A pbt.seed in --pbt_args is instead the same in every set",
+    )
     parser.add_argument(
         "--reseed",
         type=int,
@@ -595,7 +617,18 @@ def main() -> None:
         check_reseed(args.reseed, args.members)
     except ValueError as error:
         parser.error(str(error))
+    fixed_seed = [arg for arg in args.pbt_args if arg.startswith(PBT_SEED_KEY)]
+    if fixed_seed and args.pbt_seed is not None:
+        parser.error(f"--pbt_seed sets pbt.seed per seed set: drop {fixed_seed[0]} from --pbt_args")
+    if args.pbt_seed is not None and not (0 <= args.pbt_seed and args.seed_sets <= 100):
+        parser.error(f"--pbt_seed {args.pbt_seed} with {args.seed_sets} seed sets: give PBT_SEED >= 0 and at most 100 sets")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if fixed_seed and args.seed_sets > 1:
+        log.warning(
+            "%s is the same in every seed set: member i's explore steps come from one stream in all of "
+            "them, so the sets are not independent draws of PBT's randomness. --pbt_seed gives each its own",
+            fixed_seed[0],
+        )
     sampler = (
         space_sampler(args.search_space, args.task, args.num_envs) if args.search_space else sample_hyperparameters
     )
@@ -679,7 +712,7 @@ def main() -> None:
                     args.frames,
                     args.num_envs,
                     Path(tmp),
-                    args.pbt_args,
+                    set_pbt_args(args.pbt_args, args.pbt_seed, s),
                     args.search_space,
                     args.play_episodes,
                     per_epoch,

@@ -13,7 +13,6 @@ import time
 from typing import List
 
 import pytest
-
 from conftest import REPO
 
 SCRIPTS = ["ablation.py", "curriculum.py", "exploit_latency.py", "lineage_summary.py", "network_mutation.py", "play_noise.py",
@@ -175,6 +174,30 @@ def test_ablation_reseed_keeps_the_samples_and_draws_other_seeds() -> None:
     assert samples == own_samples
     assert seeds == [22_000 + i for i in range(8)]
     assert not set(seeds) & set(own_seeds) and not set(seeds) & set(other_set_seeds)
+
+
+def test_ablation_pbt_seed_gives_every_seed_set_its_own_explore_steps() -> None:
+    """pbt.seed in --pbt_args seeds member i's explore steps alike in every set; --pbt_seed does not."""
+    code = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); from ablation import set_pbt_args\n"
+        "from pbt.config import PbtConfig; from pbt.member import pbt_seed\n"
+        "def stream(args):\n"
+        "    seed = [int(a.split('=')[1]) for a in args if a.startswith('pbt.seed=')][-1]\n"
+        "    return pbt_seed(PbtConfig(seed=seed, policy_idx=3), 10_000, 65_536)\n"
+        "fixed = [set_pbt_args(['pbt.seed=5'], None, s) for s in range(3)]\n"
+        "drawn = [set_pbt_args(['pbt=evaluated_lockstep'], 5, s) for s in range(3)]\n"
+        "print(json.dumps([drawn, [stream(a) for a in fixed], [stream(a) for a in drawn]]))\n"
+    )
+    drawn, fixed_streams, drawn_streams = json.loads(run_code(code))
+    assert drawn == [["pbt=evaluated_lockstep", f"pbt.seed={500 + s}"] for s in range(3)]
+    assert len(set(fixed_streams)) == 1 and len(set(drawn_streams)) == 3
+
+
+def test_ablation_refuses_a_pbt_seed_twice() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ablation.py"), "--pbt_seed", "2",
+                           "--pbt_args", "pbt.seed=4"], cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--pbt_seed sets pbt.seed per seed set: drop pbt.seed=4 from --pbt_args" in done.stderr
 
 
 @pytest.mark.parametrize("script", ["setting_sweep.py", "oracle_selection.py"])
