@@ -208,7 +208,7 @@ class PbtConfig:
         require(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0 (0: rank by the training episodes)")
         require(self.eval_window >= 1, "eval_window", self.eval_window, ">= 1 (evaluations pooled)")
         if self.eval_episodes == 0:
-            flat = {"eval_window": self.eval_window, "significance_samples": self.gates.significance_samples}
+            flat = {need.key: self.flat_value(need.key) for need in EVALUATION_NEEDS}
             needing = evaluation_needs(flat)
             if needing:
                 raise ConfigError(f"{needing[0].reason(flat[needing[0].key])} {needing[0].fix}")
@@ -266,6 +266,15 @@ class PbtConfig:
         for section in (self.gates, self.strategies[self.selection], self.explore, self.liveness, self.course):
             flat.update(section.to_flat())
         return flat
+
+    def flat_value(self, key: str) -> Any:
+        """The value of the flat key ``pbt.<key>``, in whichever section holds it (the selected
+        strategy's, for a strategy key); KeyError for a key no section holds."""
+        strategy = self.strategies.get(self.selection)
+        for holder in (self, self.gates, self.explore, self.liveness, self.course, strategy):
+            if holder is not None and key in {spec.name for spec in fields(holder)} and key not in _SECTION_FIELDS:
+                return getattr(holder, key)
+        raise KeyError(f"pbt.{key}")
 
     # -- validation ----------------------------------------------------------------------------
 

@@ -537,3 +537,14 @@ def test_only_the_evaluation_is_turned_off_when_nothing_else_needs_it() -> None:
     assert evaluation_free_settings({"eval_window": 3, "significance_samples": "training"}) == [
         "pbt.eval_episodes=0", "pbt.eval_window=1", "pbt.significance_samples=episodes"
     ]
+
+
+def test_flat_value_reads_every_key_where_its_section_holds_it() -> None:
+    cfg = PbtConfig.from_mapping({"enabled": True, "eval_window": 2, "eval_episodes": 4, "significance_samples": "training"})
+    flat = cfg.to_dict()
+    values = {key: cfg.flat_value(key) for key in flat}  # every key is found
+    scalars = {key: value for key, value in flat.items() if not isinstance(value, (list, dict))}
+    assert {key: values[key] for key in scalars} == scalars  # to_dict writes containers as plain data
+    assert (values["eval_window"], values["significance_samples"]) == (2, "training")
+    with pytest.raises(KeyError, match="pbt.gates"):
+        cfg.flat_value("gates")  # a section, not a key
