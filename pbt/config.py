@@ -208,10 +208,9 @@ class PbtConfig:
         require(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0 (0: rank by the training episodes)")
         require(self.eval_window >= 1, "eval_window", self.eval_window, ">= 1 (evaluations pooled)")
         if self.eval_episodes == 0:
-            flat = {need.key: self.flat_value(need.key) for need in EVALUATION_NEEDS}
-            needing = evaluation_needs(flat)
-            if needing:
-                raise ConfigError(f"{needing[0].reason(flat[needing[0].key])} {needing[0].fix}")
+            problems = evaluation_needs({key: self.flat_value(key) for key in EVALUATION_NEEDS})
+            if problems:
+                raise ConfigError(next(iter(problems.values())))
         if self.gates.significance_samples == EVALUATIONS and self.eval_window < 2:
             raise ConfigError(
                 "pbt.significance_samples=evaluations tests the means of the pooled evaluations, but "
@@ -344,63 +343,54 @@ def flat_keys() -> List[str]:
 @dataclass(frozen=True)
 class EvaluationNeed:
     """A setting that only means something while members run the deterministic evaluation
-    (``pbt.eval_episodes > 0``): the one table behind the start-up check and the overrides an
-    Isaac task's error names (:func:`evaluation_free_settings`)."""
+    (``pbt.eval_episodes > 0``): one row of the table behind the start-up check and the overrides
+    an Isaac task's error names (:func:`evaluation_free_settings`)."""
 
-    key: str
-    """The flat ``pbt`` key."""
-    needs: Callable[[Any], bool]
-    """True for the values that need the evaluation."""
     fallback: Any
-    """The value that runs without it (the key's default)."""
-    reason: Callable[[Any], str]
-    """Why the value needs the evaluation (given the value), for the error."""
-    fix: str
-    """How to fix the error."""
+    """The value that runs without the evaluation (the key's default)."""
+    problem: Callable[[Any], Optional[str]]
+    """The start-up error for a value that needs the evaluation (what fails, how to fix it); None
+    for a value that does not."""
 
 
-EVALUATION_NEEDS: Tuple[EvaluationNeed, ...] = (
-    EvaluationNeed(
-        key="eval_window",
-        needs=lambda value: int(value) > 1,
-        fallback=1,
-        reason=lambda value: f"pbt.eval_window={value} pools evaluations, but pbt.eval_episodes=0 runs none.",
-        fix="Set pbt.eval_episodes (e.g. pbt.eval_episodes=16) or drop pbt.eval_window.",
-    ),
-    EvaluationNeed(
-        key="significance_samples",
-        needs=lambda value: value == EVALUATIONS,
-        fallback=EPISODES,
-        reason=lambda value: (
-            "pbt.significance_samples=evaluations tests the means of the pooled evaluations, but "
-            "pbt.eval_episodes=0 runs none: a test needs two per member."
-        ),
-        fix="Set pbt.eval_episodes (e.g. 16) and pbt.eval_window >= 3, or drop pbt.significance_samples.",
-    ),
-    EvaluationNeed(
-        key="significance_samples",
-        needs=lambda value: value == TRAINING,
-        fallback=EPISODES,
-        reason=lambda value: (
-            "pbt.significance_samples=training tests the training episodes while members rank by a "
-            "deterministic evaluation, but pbt.eval_episodes=0: members rank by the training episodes already."
-        ),
-        fix="Set pbt.eval_episodes (e.g. 16), or drop pbt.significance_samples.",
-    ),
-)
+_SIGNIFICANCE_WITHOUT_EVALUATION: Dict[str, str] = {
+    EVALUATIONS: "pbt.significance_samples=evaluations tests the means of the pooled evaluations, but "
+    "pbt.eval_episodes=0 runs none: a test needs two per member. Set pbt.eval_episodes (e.g. 16) and "
+    "pbt.eval_window >= 3, or drop pbt.significance_samples.",
+    TRAINING: "pbt.significance_samples=training tests the training episodes while members rank by a "
+    "deterministic evaluation, but pbt.eval_episodes=0: members rank by the training episodes already. "
+    "Set pbt.eval_episodes (e.g. 16), or drop pbt.significance_samples.",
+}
 
 
-def evaluation_needs(flat: Mapping[str, Any]) -> List[EvaluationNeed]:
-    """The entries of :data:`EVALUATION_NEEDS` that the flat ``pbt`` mapping's values hit (a key
-    missing from it has its default, which needs nothing)."""
-    return [need for need in EVALUATION_NEEDS if need.key in flat and need.needs(flat[need.key])]
+def _window_without_evaluation(value: Any) -> Optional[str]:
+    if int(value) <= 1:
+        return None
+    return (
+        f"pbt.eval_window={value} pools evaluations, but pbt.eval_episodes=0 runs none. "
+        "Set pbt.eval_episodes (e.g. pbt.eval_episodes=16) or drop pbt.eval_window."
+    )
+
+
+EVALUATION_NEEDS: Dict[str, EvaluationNeed] = {
+    "eval_window": EvaluationNeed(fallback=1, problem=_window_without_evaluation),
+    "significance_samples": EvaluationNeed(fallback=EPISODES, problem=_SIGNIFICANCE_WITHOUT_EVALUATION.get),
+}
+"""Flat ``pbt`` key -> what it needs of the evaluation, in the order the start-up check reports."""
+
+
+def evaluation_needs(flat: Mapping[str, Any]) -> Dict[str, str]:
+    """Each key of the flat ``pbt`` mapping whose value needs the evaluation -> its start-up error (a
+    key missing from the mapping has its default, which needs nothing)."""
+    problems = {key: need.problem(flat[key]) for key, need in EVALUATION_NEEDS.items() if key in flat}
+    return {key: problem for key, problem in problems.items() if problem is not None}
 
 
 def evaluation_free_settings(flat: Mapping[str, Any]) -> List[str]:
     """The overrides that turn every key needing ``pbt.eval_episodes`` back to its default, so that
     appended to a command (later overrides win) they leave a config that runs without the evaluation."""
     settings = {"eval_episodes": 0}
-    settings.update({need.key: need.fallback for need in evaluation_needs(flat)})
+    settings.update({key: EVALUATION_NEEDS[key].fallback for key in evaluation_needs(flat)})
     return [f"pbt.{key}={value}" for key, value in settings.items()]
 
 

@@ -519,7 +519,7 @@ def test_a_value_needing_the_evaluation_is_refused_without_it_and_its_settings_u
     """One table (EVALUATION_NEEDS) drives the start-up check and the settings an Isaac task's error
     names, so they cannot disagree: each needing value is refused with eval_episodes=0, accepted
     with an evaluation, and the named settings appended leave a valid config."""
-    assert {need.key for need in EVALUATION_NEEDS} == set(NEEDING_VALUES)
+    assert set(EVALUATION_NEEDS) == set(NEEDING_VALUES)
     given_ = {"enabled": True, key: value}
     with pytest.raises(ConfigError, match=rf"pbt\.{key}={value}.*pbt\.eval_episodes=0"):
         PbtConfig.from_mapping(given_)
